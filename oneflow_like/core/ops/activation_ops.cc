@@ -1,0 +1,265 @@
+// Activation ops: relu, relu_grad, gelu (tanh approximation), gelu_grad.
+//
+//   relu(x)          y = max(x, 0) (NaN propagates)
+//   relu_grad(dy, y) dx = y > 0 ? dy : 0            (uses the forward *output*)
+//   gelu(x)          y = 0.5 x (1 + tanh(u)),  u = sqrt(2/pi) (x + 0.044715 x^3)
+//   gelu_grad(dy, x) dx = dy * d gelu / dx            (uses the forward *input*)
+//
+// SBP: the forward ops are nonlinear, so only S(i) -> S(i) and B -> B. The *_grad ops are
+// linear in dy: S(i),S(i) -> S(i); B,B -> B; and dy:P, y/x:B -> dx:P.
+//
+// Kernels are element-wise loops over the shard. They are written for GCC's vectorizer at
+// -O2 (whose "very cheap" cost model only vectorizes loops with a known trip count): fixed
+// 8-wide inner blocks plus a scalar tail, on __restrict pointers. The output may be the same
+// buffer as an input (in-place; each element is read before it is written), but must not
+// partially overlap one. float32 gelu uses the identity 0.5 (1 + tanh(u)) = 1 / (1 + e^(-2u))
+// with a branch-free polynomial exp; float64 uses std::tanh (it serves gradient checks).
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+
+#include "oneflow_like/core/ops/builtin_ops.h"
+#include "oneflow_like/core/ops/op_util.h"
+
+namespace oneflow_like {
+namespace {
+
+using ops::OpError;
+
+constexpr int kBlock = 8;
+constexpr double kSqrt2OverPi = 0.79788456080286535588;
+constexpr double kGeluCubic = 0.044715;
+constexpr double kGeluFlopsPerElement = 20;  // polynomial exp + division, roughly
+
+// e^z for float with |z| clamped to 87 (so the result is a finite normal number), relative
+// error ~2e-7. The clamp works on the integer bits (sign-magnitude), which keeps the loop free
+// of branches so that GCC vectorizes it. NaN inputs give a finite value; callers multiply by x.
+inline float ExpClamped(float z) {
+  int32_t bits;
+  std::memcpy(&bits, &z, sizeof(bits));
+  constexpr int32_t kMaxMagnitude = 0x42AE0000;  // bits of 87.0f
+  int32_t magnitude = bits & 0x7FFFFFFF;
+  magnitude = magnitude < kMaxMagnitude ? magnitude : kMaxMagnitude;
+  bits = magnitude | (bits & static_cast<int32_t>(0x80000000u));
+  std::memcpy(&z, &bits, sizeof(z));
+  // z = n ln2 + r, |r| <= ln2 / 2; e^z = 2^n e^r.
+  constexpr float kRound = 12582912.f;  // 1.5 * 2^23: adding it rounds to the nearest integer
+  const float n = (z * 1.44269504088896341f + kRound) - kRound;
+  const float r = z - n * 0.693359375f + n * 2.12194440e-4f;  // ln2 = 0.693359375 - 2.12e-4
+  float p = 1.0f / 720;
+  p = p * r + 1.0f / 120;
+  p = p * r + 1.0f / 24;
+  p = p * r + 1.0f / 6;
+  p = p * r + 0.5f;
+  p = p * r * r + r + 1.0f;
+  const int32_t scale_bits = (static_cast<int32_t>(n) + 127) << 23;
+  float scale;
+  std::memcpy(&scale, &scale_bits, sizeof(scale));
+  return p * scale;
+}
+
+// s(x) = 0.5 (1 + tanh(u(x))), so that gelu(x) = x s(x).
+inline float GeluGate(float x) {
+  const float u = static_cast<float>(kSqrt2OverPi) * (x + static_cast<float>(kGeluCubic) * x * x * x);
+  return 1.0f / (1.0f + ExpClamped(-2.0f * u));
+}
+inline double GeluGate(double x) {
+  return 0.5 * (1.0 + std::tanh(kSqrt2OverPi * (x + kGeluCubic * x * x * x)));
+}
+
+// d gelu / dx = s + x s' with s' = 0.5 (1 - tanh^2) u' = 2 s (1 - s) u'.
+template <typename T>
+inline T GeluDerivative(T x) {
+  const T s = GeluGate(x);
+  const T du = static_cast<T>(kSqrt2OverPi) * (T(1) + static_cast<T>(3 * kGeluCubic) * x * x);
+  return s + T(2) * x * s * (T(1) - s) * du;
+}
+
+template <typename T>
+void ReluLoop(const T* __restrict x, T* __restrict y, int64_t n) {
+  int64_t i = 0;
+  for (; i + kBlock <= n; i += kBlock) {
+    for (int k = 0; k < kBlock; ++k) y[i + k] = x[i + k] < T(0) ? T(0) : x[i + k];
+  }
+  for (; i < n; ++i) y[i] = x[i] < T(0) ? T(0) : x[i];
+}
+
+template <typename T>
+void ReluGradLoop(const T* __restrict dy, const T* __restrict y, T* __restrict dx, int64_t n) {
+  int64_t i = 0;
+  for (; i + kBlock <= n; i += kBlock) {
+    for (int k = 0; k < kBlock; ++k) dx[i + k] = y[i + k] > T(0) ? dy[i + k] : T(0);
+  }
+  for (; i < n; ++i) dx[i] = y[i] > T(0) ? dy[i] : T(0);
+}
+
+template <typename T>
+void GeluLoop(const T* __restrict x, T* __restrict y, int64_t n) {
+  int64_t i = 0;
+  for (; i + kBlock <= n; i += kBlock) {
+    for (int k = 0; k < kBlock; ++k) y[i + k] = x[i + k] * GeluGate(x[i + k]);
+  }
+  for (; i < n; ++i) y[i] = x[i] * GeluGate(x[i]);
+}
+
+template <typename T>
+void GeluGradLoop(const T* __restrict dy, const T* __restrict x, T* __restrict dx, int64_t n) {
+  int64_t i = 0;
+  for (; i + kBlock <= n; i += kBlock) {
+    for (int k = 0; k < kBlock; ++k) dx[i + k] = dy[i + k] * GeluDerivative(x[i + k]);
+  }
+  for (; i < n; ++i) dx[i] = dy[i] * GeluDerivative(x[i]);
+}
+
+// ---- shared op-definition pieces ----
+
+absl::StatusOr<std::vector<TensorDesc>> InferUnary(const std::string& op, const InferContext& ctx) {
+  const TensorDesc& x = ctx.inputs[0];
+  if (x.dtype != DataType::kFloat32 && x.dtype != DataType::kFloat64) {
+    return OpError(op, ctx.op_name, "input x ", x.ToString(), " must be float32 or float64");
+  }
+  return std::vector<TensorDesc>{x};
+}
+
+// (dy, other) -> dx: both descs must be equal.
+absl::StatusOr<std::vector<TensorDesc>> InferGrad(const std::string& op, const std::string& other,
+                                                  const InferContext& ctx) {
+  const TensorDesc& dy = ctx.inputs[0];
+  const TensorDesc& o = ctx.inputs[1];
+  if (dy.dtype != DataType::kFloat32 && dy.dtype != DataType::kFloat64) {
+    return OpError(op, ctx.op_name, "input dy ", dy.ToString(), " must be float32 or float64");
+  }
+  if (dy != o) {
+    return OpError(op, ctx.op_name, "dy ", dy.ToString(), " and ", other, " ", o.ToString(),
+                   " must have the same dtype and shape");
+  }
+  return std::vector<TensorDesc>{dy};
+}
+
+std::vector<SbpSignature> UnarySbp(const AttrMap&, const std::vector<TensorDesc>& in) {
+  std::vector<SbpSignature> sigs;
+  for (int a : ops::SplitAxes(in[0].shape.num_axes())) {
+    sigs.push_back({{Sbp::Split(a)}, {Sbp::Split(a)}});
+  }
+  sigs.push_back({{Sbp::Broadcast()}, {Sbp::Broadcast()}});
+  return sigs;
+}
+
+std::vector<SbpSignature> GradSbp(const AttrMap&, const std::vector<TensorDesc>& in) {
+  std::vector<SbpSignature> sigs;
+  for (int a : ops::SplitAxes(in[0].shape.num_axes())) {
+    sigs.push_back({{Sbp::Split(a), Sbp::Split(a)}, {Sbp::Split(a)}});
+  }
+  sigs.push_back({{Sbp::Broadcast(), Sbp::Broadcast()}, {Sbp::Broadcast()}});
+  sigs.push_back({{Sbp::PartialSum(), Sbp::Broadcast()}, {Sbp::PartialSum()}});
+  return sigs;
+}
+
+CostFn ElementCost(double flops_per_element) {
+  return [flops_per_element](const AttrMap&, const std::vector<TensorDesc>& in,
+                             const std::vector<TensorDesc>& out) {
+    OpCost c;
+    c.flops = flops_per_element * static_cast<double>(out[0].shape.elem_count());
+    c.bytes_moved = ops::TotalBytes(in) + ops::TotalBytes(out);
+    return c;
+  };
+}
+
+// Kernels calling `loop(in..., out, n)` on the shard, a generic lambda over T = float/double.
+template <typename Loop>
+KernelFn UnaryKernel(const std::string& op, Loop loop) {
+  return [op, loop](const KernelContext& ctx) -> absl::Status {
+    const Tensor& x = *ctx.inputs[0];
+    Tensor& y = *ctx.outputs[0];
+    return ops::DispatchFloat(x.dtype(), op, [&](auto zero) {
+      using T = decltype(zero);
+      loop(x.data<T>(), y.data<T>(), y.elem_count());
+      return absl::OkStatus();
+    });
+  };
+}
+template <typename Loop>
+KernelFn BinaryKernel(const std::string& op, Loop loop) {
+  return [op, loop](const KernelContext& ctx) -> absl::Status {
+    const Tensor& a = *ctx.inputs[0];
+    const Tensor& b = *ctx.inputs[1];
+    Tensor& y = *ctx.outputs[0];
+    return ops::DispatchFloat(a.dtype(), op, [&](auto zero) {
+      using T = decltype(zero);
+      loop(a.data<T>(), b.data<T>(), y.data<T>(), y.elem_count());
+      return absl::OkStatus();
+    });
+  };
+}
+
+}  // namespace
+
+absl::Status RegisterActivationOps(OpRegistry* registry) {
+  {
+    OpDef def;
+    def.name = "relu";
+    def.doc = "y = max(x, 0)";
+    def.inputs = {"x"};
+    def.outputs = {"y"};
+    def.inplace_pairs = {{0, 0}};
+    def.infer = [](const InferContext& ctx) { return InferUnary("relu", ctx); };
+    def.sbp = UnarySbp;
+    def.grad = [](GradContext* ctx) -> absl::Status {
+      if (!ctx->needs_input_grad(0)) return absl::OkStatus();
+      ASSIGN_OR_RETURN(std::string dx, ctx->EmitOne("relu_grad", {ctx->output_grad(0), ctx->output(0)}));
+      ctx->SetInputGrad(0, dx);
+      return absl::OkStatus();
+    };
+    def.cost = ElementCost(1);
+    def.cpu_kernel = UnaryKernel("relu", [](auto x, auto y, int64_t n) { ReluLoop(x, y, n); });
+    RETURN_IF_ERROR(registry->Register(std::move(def)));
+  }
+  {
+    OpDef def;
+    def.name = "relu_grad";
+    def.doc = "dx = y > 0 ? dy : 0, where y = relu(x) is the forward output";
+    def.inputs = {"dy", "y"};
+    def.outputs = {"dx"};
+    def.inplace_pairs = {{0, 0}};
+    def.infer = [](const InferContext& ctx) { return InferGrad("relu_grad", "y", ctx); };
+    def.sbp = GradSbp;
+    def.cost = ElementCost(1);
+    def.cpu_kernel = BinaryKernel("relu_grad", [](auto dy, auto y, auto dx, int64_t n) { ReluGradLoop(dy, y, dx, n); });
+    RETURN_IF_ERROR(registry->Register(std::move(def)));
+  }
+  {
+    OpDef def;
+    def.name = "gelu";
+    def.doc = "y = 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) (tanh approximation)";
+    def.inputs = {"x"};
+    def.outputs = {"y"};
+    def.inplace_pairs = {{0, 0}};
+    def.infer = [](const InferContext& ctx) { return InferUnary("gelu", ctx); };
+    def.sbp = UnarySbp;
+    def.grad = [](GradContext* ctx) -> absl::Status {
+      if (!ctx->needs_input_grad(0)) return absl::OkStatus();
+      ASSIGN_OR_RETURN(std::string dx, ctx->EmitOne("gelu_grad", {ctx->output_grad(0), ctx->input(0)}));
+      ctx->SetInputGrad(0, dx);
+      return absl::OkStatus();
+    };
+    def.cost = ElementCost(kGeluFlopsPerElement);
+    def.cpu_kernel = UnaryKernel("gelu", [](auto x, auto y, int64_t n) { GeluLoop(x, y, n); });
+    RETURN_IF_ERROR(registry->Register(std::move(def)));
+  }
+  {
+    OpDef def;
+    def.name = "gelu_grad";
+    def.doc = "dx = dy * gelu'(x), where x is the forward input";
+    def.inputs = {"dy", "x"};
+    def.outputs = {"dx"};
+    def.inplace_pairs = {{0, 0}};
+    def.infer = [](const InferContext& ctx) { return InferGrad("gelu_grad", "x", ctx); };
+    def.sbp = GradSbp;
+    def.cost = ElementCost(kGeluFlopsPerElement + 8);
+    def.cpu_kernel = BinaryKernel("gelu_grad", [](auto dy, auto x, auto dx, int64_t n) { GeluGradLoop(dy, x, dx, n); });
+    RETURN_IF_ERROR(registry->Register(std::move(def)));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace oneflow_like

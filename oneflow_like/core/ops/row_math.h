@@ -1,0 +1,171 @@
+// Row primitives for the last-axis kernels (softmax, log_softmax, layer_norm, cross-entropy).
+// Private to //oneflow_like/core/ops:builtin_ops; header-only, no state, thread-safe.
+//
+// Why the odd loop shape: GCC 12 at -O2 only vectorizes a loop when the vector code replaces
+// the scalar loop entirely ("very cheap" cost model), so a loop with an unknown trip count
+// stays scalar. The loops below run fixed 8-wide inner blocks (which GCC does vectorize at
+// -O2, given __restrict pointers) plus a scalar tail; reductions keep 8 independent partial
+// sums (no reassociation is needed, and they are more accurate than one running sum).
+// Lambdas lose __restrict on their captures, so each row operation is a named function.
+// The float Exp below only vectorizes with -fno-trapping-math (set on :builtin_ops): with
+// trapping math GCC will not if-convert its clamps.
+//
+// Exp(float) is a polynomial exp (Cephes expf: range reduction by ln 2, degree-6 minimax,
+// max relative error ~1e-7 = 1-2 ulp) written without branches: std::exp is a libm call per
+// element, 5-10x slower. Inputs below -87.3 give exactly 0, NaN propagates, inputs above 88
+// saturate at ~exp(88) (callers only pass x - max <= 0). Exp(double) is std::exp: float64 is
+// for gradient checks, where accuracy matters more than speed.
+#ifndef ONEFLOW_LIKE_CORE_OPS_ROW_MATH_H_
+#define ONEFLOW_LIKE_CORE_OPS_ROW_MATH_H_
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+
+namespace oneflow_like {
+namespace ops {
+namespace row_math {
+
+constexpr int kLanes = 8;
+
+inline float Exp(float x) {
+  constexpr float kLog2e = 1.44269504088896341f;
+  constexpr float kLn2Hi = 0.693359375f;    // ln 2 split in two so that n * kLn2Hi is exact
+  constexpr float kLn2Lo = -2.12194440e-4f;
+  constexpr float kRound = 12582912.f;      // 1.5 * 2^23: adding it rounds to an integer
+  // Clamp and select with constant arms only: GCC (with the default -ftrapping-math) will not
+  // if-convert a select whose arm does arithmetic, which would stop vectorization.
+  const float xc = x < -87.3f ? -87.3f : (x > 88.0f ? 88.0f : x);
+  const float keep = x < -87.3f ? 0.0f : 1.0f;
+  const float t = xc * kLog2e + kRound;  // low mantissa bits of t hold round(xc / ln 2)
+  const float n = t - kRound;             // round(xc / ln 2), in [-126, 127]
+  const float r = xc - n * kLn2Hi - n * kLn2Lo;  // |r| <= ln(2) / 2
+  float p = 1.9875691500e-4f;
+  p = p * r + 1.3981999507e-3f;
+  p = p * r + 8.3334519073e-3f;
+  p = p * r + 4.1665795894e-2f;
+  p = p * r + 1.6666665459e-1f;
+  p = p * r + 5.0000001201e-1f;
+  p = p * r * r + r + 1.0f;
+  // 2^n built from t's bits in unsigned arithmetic (no float->int conversion: defined for NaN).
+  uint32_t t_bits;
+  std::memcpy(&t_bits, &t, sizeof(t_bits));
+  constexpr uint32_t kRoundBits = 0x4B400000u;  // bits of kRound
+  const uint32_t scale_bits = (t_bits - kRoundBits + 127u) << 23;
+  float scale;
+  std::memcpy(&scale, &scale_bits, sizeof(scale));
+  return p * scale * keep;
+}
+inline double Exp(double x) { return std::exp(x); }
+
+// The helpers below take __restrict pointers: inputs and outputs must not overlap.
+
+// max(x[0..n)); -inf when n == 0. A NaN may or may not be returned (the exp pass propagates it).
+template <typename T>
+inline T Max(const T* __restrict x, int64_t n) {
+  T acc[kLanes];
+  for (int k = 0; k < kLanes; ++k) acc[k] = -std::numeric_limits<T>::infinity();
+  int64_t i = 0;
+  for (; i + kLanes <= n; i += kLanes) {
+    for (int k = 0; k < kLanes; ++k) acc[k] = x[i + k] > acc[k] ? x[i + k] : acc[k];
+  }
+  T m = acc[0];
+  for (int k = 1; k < kLanes; ++k) m = acc[k] > m ? acc[k] : m;
+  for (; i < n; ++i) m = x[i] > m ? x[i] : m;
+  return m;
+}
+
+// Adds the 8 lane accumulators (fixed order: results do not depend on alignment).
+template <typename T>
+inline T ReduceLanes(const T (&acc)[kLanes]) {
+  T s = 0;
+  for (int k = 0; k < kLanes; ++k) s += acc[k];
+  return s;
+}
+
+// sum of x[0..n).
+template <typename T>
+inline T Sum(const T* __restrict x, int64_t n) {
+  T acc[kLanes] = {};
+  int64_t i = 0;
+  for (; i + kLanes <= n; i += kLanes) {
+    for (int k = 0; k < kLanes; ++k) acc[k] += x[i + k];
+  }
+  T s = ReduceLanes(acc);
+  for (; i < n; ++i) s += x[i];
+  return s;
+}
+
+// sum of a[i] * b[i].
+template <typename T>
+inline T Dot(const T* __restrict a, const T* __restrict b, int64_t n) {
+  T acc[kLanes] = {};
+  int64_t i = 0;
+  for (; i + kLanes <= n; i += kLanes) {
+    for (int k = 0; k < kLanes; ++k) acc[k] += a[i + k] * b[i + k];
+  }
+  T s = ReduceLanes(acc);
+  for (; i < n; ++i) s += a[i] * b[i];
+  return s;
+}
+
+// y[i] = exp(x[i] - shift); returns the sum of the y[i].
+template <typename T>
+inline T ExpShiftStore(const T* __restrict x, T shift, T* __restrict y, int64_t n) {
+  T acc[kLanes] = {};
+  int64_t i = 0;
+  for (; i + kLanes <= n; i += kLanes) {
+    for (int k = 0; k < kLanes; ++k) {
+      const T e = Exp(x[i + k] - shift);
+      y[i + k] = e;
+      acc[k] += e;
+    }
+  }
+  T s = ReduceLanes(acc);
+  for (; i < n; ++i) {
+    const T e = Exp(x[i] - shift);
+    y[i] = e;
+    s += e;
+  }
+  return s;
+}
+
+// sum of exp(x[i] - shift).
+template <typename T>
+inline T ExpShiftSum(const T* __restrict x, T shift, int64_t n) {
+  T acc[kLanes] = {};
+  int64_t i = 0;
+  for (; i + kLanes <= n; i += kLanes) {
+    for (int k = 0; k < kLanes; ++k) acc[k] += Exp(x[i + k] - shift);
+  }
+  T s = ReduceLanes(acc);
+  for (; i < n; ++i) s += Exp(x[i] - shift);
+  return s;
+}
+
+// y[i] *= a.
+template <typename T>
+inline void Scale(T* __restrict y, T a, int64_t n) {
+  int64_t i = 0;
+  for (; i + kLanes <= n; i += kLanes) {
+    for (int k = 0; k < kLanes; ++k) y[i + k] *= a;
+  }
+  for (; i < n; ++i) y[i] *= a;
+}
+
+// y[i] = x[i] + a.
+template <typename T>
+inline void AddScalar(const T* __restrict x, T a, T* __restrict y, int64_t n) {
+  int64_t i = 0;
+  for (; i + kLanes <= n; i += kLanes) {
+    for (int k = 0; k < kLanes; ++k) y[i + k] = x[i + k] + a;
+  }
+  for (; i < n; ++i) y[i] = x[i] + a;
+}
+
+}  // namespace row_math
+}  // namespace ops
+}  // namespace oneflow_like
+
+#endif  // ONEFLOW_LIKE_CORE_OPS_ROW_MATH_H_
