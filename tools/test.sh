@@ -11,18 +11,15 @@ bash tools/bazel.sh test //... --symlink_prefix=/ --nocache_test_results --test_
   --color=no --curses=no --show_progress_rate_limit=30 "$@" 2>&1 | tee "$log"
 rc=${PIPESTATUS[0]}
 set -e
-# Sum GoogleTest case counts per target ("finished with N passing and M failing" lines of
-# --test_summary=detailed); targets without such a line count as one case each.
-read -r passed failed < <(awk '
-  /^\/\/[^ ]+ +(\(cached\) )?(PASSED|FAILED|TIMEOUT|NO STATUS|INCOMPLETE|FLAKY)/ {
-    if (target != "" && !counted) { if (ok) p++; else f++ }
-    target=$1; counted=0; ok=($0 ~ /PASSED/)
-  }
-  /finished with [0-9]+ passing and [0-9]+ failing/ {
-    match($0, /finished with [0-9]+ passing and [0-9]+ failing/); s=substr($0, RSTART, RLENGTH);
-    split(s, w, " "); if (!counted) { p += w[3]; f += w[6]; counted=1 } else { p += w[3]; f += w[6] }
-  }
-  END { if (target != "" && !counted) { if (ok) p++; else f++ } print p+0, f+0 }' "$log")
+# Bazel's summary is not a recognised closing line: print one. Prefer test-case counts (GoogleTest
+# XML read by --test_summary=detailed), else count test targets.
+cases=$(grep -oE 'finished with [0-9]+ passing and [0-9]+ failing' "$log" | tail -1 || true)
+if [ -n "$cases" ]; then
+  set -- $cases; passed=$3; failed=$6
+else
+  passed=$(grep -cE '^//[^ ]+ +(\(cached\) )?PASSED' "$log" || true)
+  failed=$(grep -cE '^//[^ ]+ +.*(FAILED|TIMEOUT|NO STATUS|INCOMPLETE|FLAKY)' "$log" || true)
+fi
 if [ "$rc" -ne 0 ] && [ "$failed" -eq 0 ]; then failed=1; fi  # build failure: no target reported
 rm -f "$log"
 echo "${passed} passed, ${failed} failed"

@@ -6,8 +6,10 @@
 // Shard order is the parallel id (row-major over the hierarchy). Recursion over mesh axes:
 // under (s0, s1) on [h0, h1], device (i, j) holds part j (by s1) of part i (by s0) of the
 // logical tensor. For a partial-sum axis, "part i" is a tensor of the full shape and the parts
-// sum to the whole: ShardTensor makes parts 0..h-2 pseudo-random (from `seed`) and the last
-// the remainder (floating types), or the whole on part 0 and zeros elsewhere (integer/bool).
+// sum to the whole: for floating types each part but the last is a pseudo-random fraction
+// (0.5 to 1.5, from `seed`) of what remains, rounded to the dtype, and the last part is the
+// remainder, so every subtraction is exact and assembling (summing from the last part to the
+// first) reproduces the tensor bit for bit; integer/bool put the whole on part 0, zeros elsewhere.
 #ifndef ONEFLOW_LIKE_CORE_SHARD_SIMULATOR_H_
 #define ONEFLOW_LIKE_CORE_SHARD_SIMULATOR_H_
 

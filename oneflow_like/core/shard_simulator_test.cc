@@ -115,7 +115,9 @@ TEST(ShardTensorTest, PartialPartsSumToTheTensorAndDiffer) {
       for (const Tensor& s : *shards) sum += s.GetAsDouble(e);
       EXPECT_EQ(sum, x.GetAsDouble(e)) << DataTypeName(dtype) << " element " << e;
       if ((*shards)[0].GetAsDouble(e) != (*shards)[1].GetAsDouble(e)) ++differing;
-      if (x.GetAsDouble(e) != 0) EXPECT_NE((*shards)[0].GetAsDouble(e), x.GetAsDouble(e));
+      if (x.GetAsDouble(e) != 0) {
+        EXPECT_NE((*shards)[0].GetAsDouble(e), x.GetAsDouble(e));
+      }
     }
     EXPECT_GT(differing, x.elem_count() / 2) << DataTypeName(dtype);
     // Deterministic in the seed, different across seeds.
@@ -202,16 +204,17 @@ TEST(AssembleTensorTest, DetectsBroadcastMismatch) {
   Tensor x = Iota(DataType::kFloat32, Shape{2, 3});
   NdSbp nd{Sbp::Split(1), Sbp::Broadcast()};
   auto shards = ShardTensor(x, nd, {2, 2}).value();
-  // Device 3 = mesh (1, 1): columns 2..3 of x, a copy of device 2's shard.
+  // Device 3 = mesh (1, 1): column 2 of x (shape [2,1]), a copy of device 2's shard.
+  ASSERT_EQ(shards[3].shape(), (Shape{2, 1}));
   float* p = shards[3].data<float>();
-  p[1] += 0.5f;  // element 1 = index [0,1]
+  p[1] += 0.5f;  // element 1 = index [1,0]
   auto bad = AssembleTensor(shards, x.shape(), nd, {2, 2});
   ASSERT_FALSE(bad.ok());
   EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument);
   const std::string msg(bad.status().message());
   EXPECT_THAT(msg, HasSubstr("device 2 and device 3"));
   EXPECT_THAT(msg, HasSubstr("element 1"));
-  EXPECT_THAT(msg, HasSubstr("[0,1]"));
+  EXPECT_THAT(msg, HasSubstr("index [1,0]"));
   EXPECT_THAT(msg, HasSubstr("mesh axis 1 is B"));
   // Within tolerance it passes, using the first copy.
   auto ok = AssembleTensor(shards, x.shape(), nd, {2, 2}, /*broadcast_tolerance=*/0.6);

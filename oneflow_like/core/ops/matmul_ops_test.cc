@@ -1,0 +1,246 @@
+// Tests of matmul: forward against a plain triple loop (every transpose combination, batched,
+// shared 2-D b, float32/float64, alpha, empty dims), gradients against finite differences,
+// every SBP signature on uneven splits, and the error messages.
+#include <algorithm>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "oneflow_like/core/testing/op_test_util.h"
+
+namespace oneflow_like {
+namespace {
+
+using ::oneflow_like::testing::ExpectTensorNear;
+using ::oneflow_like::testing::OpTest;
+using ::oneflow_like::testing::RandomTensor;
+using ::oneflow_like::testing::SbpCheckOptions;
+using ::testing::HasSubstr;
+
+// y[bi, i, j] = alpha * sum_p op(a)[bi, i, p] * op(b)[bi or 0, p, j], in double.
+Tensor ReferenceMatmul(const Tensor& a, const Tensor& b, bool ta, bool tb, double alpha) {
+  const int ra = a.shape().num_axes(), rb = b.shape().num_axes();
+  const int64_t m = a.shape().dim(ta ? ra - 1 : ra - 2), k = a.shape().dim(ta ? ra - 2 : ra - 1);
+  const int64_t n = b.shape().dim(tb ? rb - 2 : rb - 1);
+  const int64_t batch = a.shape().Count(0, ra - 2);
+  const bool shared = rb == 2;
+  std::vector<int64_t> dims(a.shape().dims().begin(), a.shape().dims().end() - 2);
+  dims.push_back(m);
+  dims.push_back(n);
+  Tensor y(DataType::kFloat64, Shape(dims));
+  for (int64_t bi = 0; bi < batch; ++bi) {
+    const int64_t a0 = bi * m * k, b0 = shared ? 0 : bi * k * n;
+    for (int64_t i = 0; i < m; ++i) {
+      for (int64_t j = 0; j < n; ++j) {
+        double s = 0;
+        for (int64_t p = 0; p < k; ++p) {
+          const double av = a.GetAsDouble(a0 + (ta ? p * m + i : i * k + p));
+          const double bv = b.GetAsDouble(b0 + (tb ? j * k + p : p * n + j));
+          s += av * bv;
+        }
+        y.SetFromDouble(bi * m * n + i * n + j, alpha * s);
+      }
+    }
+  }
+  return y;
+}
+
+// Shape of a matrix operand [batch..., rows, cols], stored transposed when `t`.
+Shape Operand(std::vector<int64_t> batch, int64_t rows, int64_t cols, bool t) {
+  batch.push_back(t ? cols : rows);
+  batch.push_back(t ? rows : cols);
+  return Shape(batch);
+}
+
+AttrMap Flags(bool ta, bool tb, double alpha = 1.0) {
+  return {{"transpose_a", ta}, {"transpose_b", tb}, {"alpha", alpha}};
+}
+
+struct Case {
+  std::vector<int64_t> a_batch, b_batch;
+  int64_t m, k, n;
+};
+
+class MatmulTest : public ::testing::Test {
+ protected:
+  void ExpectForward(const Case& c, DataType dtype, double alpha, uint64_t seed) {
+    for (bool ta : {false, true}) {
+      for (bool tb : {false, true}) {
+        const Tensor a = RandomTensor(dtype, Operand(c.a_batch, c.m, c.k, ta), seed);
+        const Tensor b = RandomTensor(dtype, Operand(c.b_batch, c.k, c.n, tb), seed + 1);
+        auto out = t_.Run("matmul", {a, b}, Flags(ta, tb, alpha));
+        ASSERT_TRUE(out.ok()) << out.status();
+        ASSERT_EQ((*out)[0].dtype(), dtype);
+        const double tol = dtype == DataType::kFloat32 ? 1e-5 : 1e-12;
+        ExpectTensorNear((*out)[0], ReferenceMatmul(a, b, ta, tb, alpha), tol, tol,
+                         absl::StrCat("a ", a.desc().ToString(), " ta=", ta, " b ", b.desc().ToString(), " tb=", tb));
+      }
+    }
+  }
+  OpTest t_;
+};
+
+TEST_F(MatmulTest, Forward2DAllTransposes) {
+  for (DataType dtype : {DataType::kFloat32, DataType::kFloat64}) {
+    ExpectForward({{}, {}, 5, 7, 3}, dtype, 1.0, 1);
+    ExpectForward({{}, {}, 1, 1, 1}, dtype, 1.0, 2);
+    ExpectForward({{}, {}, 33, 65, 17}, dtype, -0.5, 3);
+  }
+}
+
+TEST_F(MatmulTest, ForwardBatchedSameBatchDims) {
+  for (DataType dtype : {DataType::kFloat32, DataType::kFloat64}) {
+    ExpectForward({{2, 3}, {2, 3}, 4, 5, 6}, dtype, 1.0, 4);
+    ExpectForward({{3}, {3}, 7, 2, 5}, dtype, 2.0, 5);
+  }
+}
+
+TEST_F(MatmulTest, ForwardSharedTwoDimensionalB) {
+  for (DataType dtype : {DataType::kFloat32, DataType::kFloat64}) {
+    ExpectForward({{2, 3}, {}, 4, 5, 6}, dtype, 1.0, 6);  // !transpose_a folds the batch into m
+    ExpectForward({{4}, {}, 3, 8, 2}, dtype, 0.25, 7);
+  }
+}
+
+TEST_F(MatmulTest, KnownValues) {
+  const Tensor a = Tensor::FromVector<float>({2, 3}, {1, 2, 3, 4, 5, 6});
+  const Tensor b = Tensor::FromVector<float>({3, 2}, {7, 8, 9, 10, 11, 12});
+  auto out = t_.Run("matmul", {a, b}, {{"alpha", 2.0}});
+  ASSERT_TRUE(out.ok()) << out.status();
+  ExpectTensorNear((*out)[0], Tensor::FromVector<float>({2, 2}, {2 * 58, 2 * 64, 2 * 139, 2 * 154}));
+}
+
+TEST_F(MatmulTest, EmptyInnerDimensionGivesZeros) {
+  // Call the kernel directly on an output full of garbage: k = 0 must write zeros.
+  const OpDef* def = t_.registry().Find("matmul");
+  ASSERT_NE(def, nullptr);
+  const Tensor a(DataType::kFloat32, Shape{3, 0});
+  const Tensor b(DataType::kFloat32, Shape{0, 4});
+  Tensor y = RandomTensor(DataType::kFloat32, {3, 4}, 1, 1.0, 2.0);
+  auto attrs = def->ValidateAttrs("empty", {});
+  ASSERT_TRUE(attrs.ok()) << attrs.status();
+  KernelContext ctx{"empty", *attrs, {&a, &b}, {&y}, {ShardInfo::Whole(a.shape()), ShardInfo::Whole(b.shape())},
+                    {ShardInfo::Whole(y.shape())}};
+  ASSERT_TRUE(def->cpu_kernel(ctx).ok());
+  ExpectTensorNear(y, Tensor(DataType::kFloat32, Shape{3, 4}));
+  auto empty = t_.Run("matmul", {Tensor(DataType::kFloat32, Shape{0, 5}), RandomTensor(DataType::kFloat32, {5, 2}, 2)});
+  ASSERT_TRUE(empty.ok()) << empty.status();
+  EXPECT_EQ((*empty)[0].shape(), (Shape{0, 2}));
+}
+
+TEST_F(MatmulTest, Gradients) {
+  const std::vector<Case> cases = {
+      {{}, {}, 3, 4, 2},          // plain
+      {{2}, {2}, 3, 2, 4},        // batched
+      {{2, 2}, {}, 2, 3, 2},      // shared b: reshape folding (!ta) or reduce_sum + transpose (ta)
+  };
+  uint64_t seed = 20;
+  for (const Case& c : cases) {
+    for (bool ta : {false, true}) {
+      for (bool tb : {false, true}) {
+        SCOPED_TRACE(absl::StrCat("ta=", ta, " tb=", tb, " a_batch=", c.a_batch.size(), " b_batch=", c.b_batch.size()));
+        const Tensor a = RandomTensor(DataType::kFloat64, Operand(c.a_batch, c.m, c.k, ta), ++seed);
+        const Tensor b = RandomTensor(DataType::kFloat64, Operand(c.b_batch, c.k, c.n, tb), ++seed);
+        t_.ExpectGradientsMatch("matmul", {a, b}, Flags(ta, tb, 1.5));
+      }
+    }
+  }
+}
+
+TEST_F(MatmulTest, AllSbpSignaturesOnUnevenSplits) {
+  const std::vector<Case> cases = {
+      {{}, {}, 5, 7, 9},
+      {{5}, {5}, 4, 7, 5},  // every dim >= 4: each split is valid on 3 devices and on [2,2]
+      {{5}, {}, 7, 5, 4},
+  };
+  for (const Case& c : cases) {
+    for (bool ta : {false, true}) {
+      for (bool tb : {false, true}) {
+        const Tensor a = RandomTensor(DataType::kFloat32, Operand(c.a_batch, c.m, c.k, ta), 31);
+        const Tensor b = RandomTensor(DataType::kFloat32, Operand(c.b_batch, c.k, c.n, tb), 32);
+        SbpCheckOptions options;
+        options.rtol = 1e-4;
+        options.atol = 1e-5;
+        // 6 matrix signatures (+1 per batch axis) on 3 devices, and their squares on [2,2].
+        const int n1 = 6 + static_cast<int>(c.a_batch.size());
+        options.min_signatures = n1 + n1 * n1;
+        t_.ExpectAllSbpSignaturesMatch("matmul", {a, b}, Flags(ta, tb, 0.5), options);
+      }
+    }
+  }
+}
+
+TEST_F(MatmulTest, SignaturesIncludeTheDocumentedOnes) {
+  const OpDef* def = t_.registry().Find("matmul");
+  ASSERT_NE(def, nullptr);
+  const Sbp B = Sbp::Broadcast(), P = Sbp::PartialSum();
+  const std::vector<TensorDesc> in = {{DataType::kFloat32, {64, 128}}, {DataType::kFloat32, {10, 128}}};
+  std::vector<SbpSignature> sigs = def->sbp(Flags(false, true), in);
+  auto has = [&](SbpSignature s) { return std::find(sigs.begin(), sigs.end(), s) != sigs.end(); };
+  // b is stored [n, k] (transpose_b): its n axis is 0, its k axis is 1.
+  EXPECT_TRUE(has({{Sbp::Split(0), B}, {Sbp::Split(0)}}));
+  EXPECT_TRUE(has({{B, Sbp::Split(0)}, {Sbp::Split(1)}}));
+  EXPECT_TRUE(has({{Sbp::Split(1), Sbp::Split(1)}, {P}}));
+  EXPECT_TRUE(has({{P, B}, {P}}));
+  EXPECT_TRUE(has({{B, P}, {P}}));
+  EXPECT_TRUE(has({{B, B}, {B}}));
+  EXPECT_FALSE(has({{P, P}, {P}}));
+}
+
+TEST_F(MatmulTest, CostCountsMultiplyAdds) {
+  const OpDef* def = t_.registry().Find("matmul");
+  ASSERT_NE(def, nullptr);
+  const std::vector<TensorDesc> in = {{DataType::kFloat32, {4, 64, 128}}, {DataType::kFloat32, {128, 10}}};
+  const std::vector<TensorDesc> out = {{DataType::kFloat32, {4, 64, 10}}};
+  OpCost c = def->Cost(Flags(false, false), in, out);
+  EXPECT_DOUBLE_EQ(c.flops, 2.0 * 4 * 64 * 128 * 10);
+  EXPECT_DOUBLE_EQ(c.bytes_moved, 4.0 * (4 * 64 * 128 + 128 * 10 + 4 * 64 * 10));
+}
+
+absl::Status InferError(const OpTest& t, const TensorDesc& a, const TensorDesc& b, const AttrMap& attrs) {
+  const OpDef* def = t.registry().Find("matmul");
+  auto full = def->ValidateAttrs("fc1", attrs);
+  if (!full.ok()) return full.status();
+  return def->Infer("fc1", *full, {a, b}).status();
+}
+
+TEST_F(MatmulTest, InnerDimensionMismatchNamesOpAndShapes) {
+  absl::Status s = InferError(t_, {DataType::kFloat32, {64, 128}}, {DataType::kFloat32, {256, 10}}, {});
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(s.message()),
+              HasSubstr("matmul 'fc1': inner dimensions differ: a float32[64,128] (transpose_a=false) has k=128, "
+                        "b float32[256,10] has k=256"));
+  s = InferError(t_, {DataType::kFloat32, {128, 64}}, {DataType::kFloat32, {10, 256}}, Flags(true, true));
+  EXPECT_THAT(std::string(s.message()), HasSubstr("(transpose_a=true) has k=128"));
+  EXPECT_THAT(std::string(s.message()), HasSubstr("has k=256 (transpose_b=true)"));
+}
+
+TEST_F(MatmulTest, BadInputsAreInvalidArgument) {
+  struct Bad {
+    TensorDesc a, b;
+    std::string expect;
+  };
+  const std::vector<Bad> bad = {
+      {{DataType::kFloat32, {2, 3, 4}}, {DataType::kFloat32, {3, 4, 5}}, "batch dimensions differ"},
+      {{DataType::kFloat32, {3, 4}}, {DataType::kFloat32, {2, 4, 5}}, "batch dimensions differ"},
+      {{DataType::kFloat32, {4}}, {DataType::kFloat32, {4, 5}}, "at least 2 axes"},
+      {{DataType::kFloat32, {3, 4}}, {DataType::kFloat64, {4, 5}}, "dtypes differ"},
+      {{DataType::kInt32, {3, 4}}, {DataType::kInt32, {4, 5}}, "must be float32 or float64"},
+  };
+  for (const Bad& c : bad) {
+    absl::Status s = InferError(t_, c.a, c.b, {});
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
+    EXPECT_THAT(std::string(s.message()), HasSubstr("matmul 'fc1'"));
+    EXPECT_THAT(std::string(s.message()), HasSubstr(c.expect));
+    EXPECT_THAT(std::string(s.message()), HasSubstr(c.a.ToString()));
+    EXPECT_THAT(std::string(s.message()), HasSubstr(c.b.ToString()));
+  }
+  // Through the eager runner too.
+  auto r = t_.Run("matmul", {RandomTensor(DataType::kFloat32, {2, 3}, 1), RandomTensor(DataType::kFloat32, {4, 2}, 2)});
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace oneflow_like
