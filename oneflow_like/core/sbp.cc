@@ -454,7 +454,7 @@ absl::Status ValidateNdSbp(const NdSbp& nd_sbp, const Shape& shape, const Placem
   }
   if (allow_empty_shards) return absl::OkStatus();
   for (int a = 0; a < shape.num_axes(); ++a) {
-    if (shape.dim(a) < parts[a]) {
+    if (parts[a] > 1 && shape.dim(a) < parts[a]) {
       return fail(absl::StrCat("axis ", a, " has ", shape.dim(a), " elements but is split into ", parts[a],
                                " parts (by mesh axes ", absl::StrJoin(mesh_axes[a], ", "),
                                "), so some shards would be empty"));

@@ -112,14 +112,10 @@ OpDef MakeCast() {
     }
     return sigs;
   };
-  def.grad = [](GradContext* g) -> absl::Status {
+  def.grad = [](GradContext* g) {
     const DataType from = g->input_desc(0).dtype;
-    if (!g->needs_input_grad(0) || !IsFloatingPoint(from) || !IsFloatingPoint(g->output_desc(0).dtype)) {
-      return absl::OkStatus();
-    }
-    ASSIGN_OR_RETURN(std::string dx, g->EmitOne("cast", {g->output_grad(0)}, {{"dtype", from}}));
-    g->SetInputGrad(0, dx);
-    return absl::OkStatus();
+    if (!IsFloatingPoint(from) || !IsFloatingPoint(g->output_desc(0).dtype)) return absl::OkStatus();
+    return ops::SetInputGradFromOp(g, "cast", {{"dtype", from}});
   };
   def.cpu_kernel = [](const KernelContext& ctx) -> absl::Status {
     const Tensor& x = *ctx.inputs[0];
@@ -255,12 +251,8 @@ OpDef MakeDropout(bool grad) {
   def.sbp = [](const AttrMap&, const std::vector<TensorDesc>& in) {
     return SplitOrBroadcast(in[0].shape.num_axes(), 1);
   };
-  def.grad = [](GradContext* g) -> absl::Status {
-    if (!g->needs_input_grad(0)) return absl::OkStatus();
-    ASSIGN_OR_RETURN(std::string dx, g->EmitOne("dropout_grad", {g->output_grad(0)},
-                                                {{"p", g->attrs().Float("p")}, {"seed", g->attrs().Int("seed")}}));
-    g->SetInputGrad(0, dx);
-    return absl::OkStatus();
+  def.grad = [](GradContext* g) {
+    return ops::SetInputGradFromOp(g, "dropout_grad", {{"p", g->attrs().Float("p")}, {"seed", g->attrs().Int("seed")}});
   };
   def.cpu_kernel = [name](const KernelContext& ctx) -> absl::Status {
     const Tensor& x = *ctx.inputs[0];

@@ -1,5 +1,6 @@
 // Small helpers shared by the op families in this folder: dtype dispatch, error messages that
-// name the op instance, and shape utilities. Header-only; no registration happens here.
+// name the op instance, shape utilities, a one-op gradient helper and a strided byte copy.
+// Header-only; no registration happens here.
 #ifndef ONEFLOW_LIKE_CORE_OPS_OP_UTIL_H_
 #define ONEFLOW_LIKE_CORE_OPS_OP_UTIL_H_
 
@@ -56,6 +57,15 @@ inline double TotalBytes(const std::vector<TensorDesc>& descs) {
   double b = 0;
   for (const auto& d : descs) b += static_cast<double>(d.byte_size());
   return b;
+}
+
+// Gradient rule of a one-input op whose input gradient is `op_type(dy) {attrs}`, dy being the
+// gradient of output 0 (e.g. reshape: reshape dy back). Does nothing if input 0 needs no gradient.
+inline absl::Status SetInputGradFromOp(GradContext* g, const std::string& op_type, const AttrMap& attrs = {}) {
+  if (!g->needs_input_grad(0)) return absl::OkStatus();
+  ASSIGN_OR_RETURN(std::string dx, g->EmitOne(op_type, {g->output_grad(0)}, attrs));
+  g->SetInputGrad(0, dx);
+  return absl::OkStatus();
 }
 
 // Copies `shape` elements between strided buffers (strides in elements, row-major order over

@@ -97,12 +97,8 @@ OpDef MakeReshape() {
     for (auto& s : BroadcastAndPartial(1, 1)) sigs.push_back(std::move(s));
     return sigs;
   };
-  def.grad = [](GradContext* g) -> absl::Status {
-    if (!g->needs_input_grad(0)) return absl::OkStatus();
-    ASSIGN_OR_RETURN(std::string dx,
-                     g->EmitOne("reshape", {g->output_grad(0)}, {{"shape", g->input_desc(0).shape.dims()}}));
-    g->SetInputGrad(0, dx);
-    return absl::OkStatus();
+  def.grad = [](GradContext* g) {
+    return ops::SetInputGradFromOp(g, "reshape", {{"shape", g->input_desc(0).shape.dims()}});
   };
   def.cpu_kernel = CopyKernel;
   return def;
@@ -126,12 +122,7 @@ OpDef MakeIdentity() {
     for (auto& s : BroadcastAndPartial(1, 1)) sigs.push_back(std::move(s));
     return sigs;
   };
-  def.grad = [](GradContext* g) -> absl::Status {
-    if (!g->needs_input_grad(0)) return absl::OkStatus();
-    ASSIGN_OR_RETURN(std::string dx, g->EmitOne("identity", {g->output_grad(0)}));
-    g->SetInputGrad(0, dx);
-    return absl::OkStatus();
-  };
+  def.grad = [](GradContext* g) { return ops::SetInputGradFromOp(g, "identity"); };
   def.cpu_kernel = CopyKernel;
   return def;
 }
@@ -177,14 +168,11 @@ OpDef MakeTranspose() {
     for (auto& s : BroadcastAndPartial(1, 1)) sigs.push_back(std::move(s));
     return sigs;
   };
-  def.grad = [](GradContext* g) -> absl::Status {
-    if (!g->needs_input_grad(0)) return absl::OkStatus();
+  def.grad = [](GradContext* g) {
     const std::vector<int64_t>& perm = g->attrs().Ints("perm");
     std::vector<int64_t> inverse(perm.size());
     for (size_t j = 0; j < perm.size(); ++j) inverse[perm[j]] = static_cast<int64_t>(j);
-    ASSIGN_OR_RETURN(std::string dx, g->EmitOne("transpose", {g->output_grad(0)}, {{"perm", inverse}}));
-    g->SetInputGrad(0, dx);
-    return absl::OkStatus();
+    return ops::SetInputGradFromOp(g, "transpose", {{"perm", inverse}});
   };
   def.cpu_kernel = [](const KernelContext& ctx) -> absl::Status {
     const Tensor& x = *ctx.inputs[0];
@@ -273,14 +261,10 @@ OpDef MakeSlice() {
   def.sbp = [](const AttrMap& attrs, const std::vector<TensorDesc>& in) {
     return SliceSignatures(in[0].shape, NormalizeSliceOrDie(attrs, in[0].shape));
   };
-  def.grad = [](GradContext* g) -> absl::Status {
-    if (!g->needs_input_grad(0)) return absl::OkStatus();
-    ASSIGN_OR_RETURN(std::string dx, g->EmitOne("slice_grad", {g->output_grad(0)},
-                                                {{"like_shape", g->input_desc(0).shape.dims()},
-                                                 {"begin", g->attrs().Ints("begin")},
-                                                 {"end", g->attrs().Ints("end")}}));
-    g->SetInputGrad(0, dx);
-    return absl::OkStatus();
+  def.grad = [](GradContext* g) {
+    return ops::SetInputGradFromOp(g, "slice_grad", {{"like_shape", g->input_desc(0).shape.dims()},
+                                                     {"begin", g->attrs().Ints("begin")},
+                                                     {"end", g->attrs().Ints("end")}});
   };
   def.cpu_kernel = [](const KernelContext& ctx) -> absl::Status {
     const Tensor& x = *ctx.inputs[0];
@@ -326,12 +310,8 @@ OpDef MakeSliceGrad() {
     const Shape like(attrs.Ints("like_shape"));
     return SliceSignatures(like, NormalizeSliceOrDie(attrs, like));
   };
-  def.grad = [](GradContext* g) -> absl::Status {
-    if (!g->needs_input_grad(0)) return absl::OkStatus();
-    ASSIGN_OR_RETURN(std::string ddy, g->EmitOne("slice", {g->output_grad(0)},
-                                                 {{"begin", g->attrs().Ints("begin")}, {"end", g->attrs().Ints("end")}}));
-    g->SetInputGrad(0, ddy);
-    return absl::OkStatus();
+  def.grad = [](GradContext* g) {
+    return ops::SetInputGradFromOp(g, "slice", {{"begin", g->attrs().Ints("begin")}, {"end", g->attrs().Ints("end")}});
   };
   def.cpu_kernel = [](const KernelContext& ctx) -> absl::Status {
     const Tensor& dy = *ctx.inputs[0];

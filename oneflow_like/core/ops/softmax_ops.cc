@@ -1,7 +1,7 @@
 // Softmax family, over the last axis: softmax, log_softmax and their gradients.
 //
 //   softmax(x)_j          = exp(x_j - m) / s,   m = max_k x_k,  s = sum_k exp(x_k - m)
-//   log_softmax(x)_j      = x_j - m - log(s)
+//   log_softmax(x)_j      = (x_j - m) - log(s)
 //   softmax_grad(y, dy)     = y * (dy - sum_k y_k dy_k)
 //   log_softmax_grad(y, dy) = dy - exp(y) * sum_k dy_k
 //
@@ -61,6 +61,16 @@ Rows MakeRows(const Shape& shape, const ShardInfo* shard, bool causal) {
 
 // ---- row loops (pure arithmetic; multiversioned by OL_ROW_KERNEL) ----
 
+// y = (x - m) - log_s: subtracting the max first keeps outputs near 0 accurate.
+template <typename T>
+inline void LogSoftmaxRow(const T* __restrict x, T m, T log_s, T* __restrict y, int64_t n) {
+  int64_t i = 0;
+  for (; i + rm::kLanes <= n; i += rm::kLanes) {
+    for (int k = 0; k < rm::kLanes; ++k) y[i + k] = (x[i + k] - m) - log_s;
+  }
+  for (; i < n; ++i) y[i] = (x[i] - m) - log_s;
+}
+
 template <typename T>
 OL_ROW_KERNEL void SoftmaxRows(const T* x, T* y, Rows rows, bool log) {
   const T masked = log ? -std::numeric_limits<T>::infinity() : T(0);
@@ -70,8 +80,7 @@ OL_ROW_KERNEL void SoftmaxRows(const T* x, T* y, Rows rows, bool log) {
     const int64_t n = rows.Valid(r);
     const T m = rm::Max(xr, n);
     if (log) {
-      const T s = rm::ExpShiftSum(xr, m, n);
-      rm::AddScalar(xr, -(m + std::log(s)), yr, n);
+      LogSoftmaxRow(xr, m, std::log(rm::ExpShiftSum(xr, m, n)), yr, n);
     } else {
       const T s = rm::ExpShiftStore(xr, m, yr, n);
       rm::Scale(yr, T(1) / s, n);

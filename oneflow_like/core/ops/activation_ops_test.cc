@@ -1,0 +1,162 @@
+// Tests of relu, relu_grad, gelu, gelu_grad: forward against plain references (std::tanh in
+// double), the *_grad kernels against the analytic derivative, the gradient rules against
+// finite differences (float64), every SBP signature on uneven splits, and bad inputs.
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "oneflow_like/core/testing/op_test_util.h"
+
+namespace oneflow_like {
+namespace {
+
+using ::oneflow_like::testing::ExpectTensorNear;
+using ::oneflow_like::testing::OpTest;
+using ::oneflow_like::testing::RandomTensor;
+using ::oneflow_like::testing::SbpCheckOptions;
+using ::testing::HasSubstr;
+
+const double kC = std::sqrt(2.0 / M_PI);
+
+double Gelu(double x) { return 0.5 * x * (1.0 + std::tanh(kC * (x + 0.044715 * x * x * x))); }
+// Derivative of Gelu by the product and chain rules, written independently of the kernel.
+double GeluDerivative(double x) {
+  const double t = std::tanh(kC * (x + 0.044715 * x * x * x));
+  return 0.5 * (1.0 + t) + 0.5 * x * (1.0 - t * t) * kC * (1.0 + 3 * 0.044715 * x * x);
+}
+
+template <typename Fn>
+Tensor Map(const Tensor& x, Fn fn) {
+  Tensor y(DataType::kFloat64, x.shape());
+  for (int64_t i = 0; i < x.elem_count(); ++i) y.SetFromDouble(i, fn(x.GetAsDouble(i)));
+  return y;
+}
+
+// Values across gelu's whole range, including the saturated tails and exact zeros.
+Tensor WideInput(DataType dtype) {
+  std::vector<double> v = {-100, -30, -12, -9.5, -5, -3, -1, -0.5, -1e-3, -1e-6, 0, 1e-6, 1e-3, 0.5, 1, 3, 5, 9.5, 12, 30, 100};
+  Tensor t(dtype, Shape{static_cast<int64_t>(v.size())});
+  for (size_t i = 0; i < v.size(); ++i) t.SetFromDouble(static_cast<int64_t>(i), v[i]);
+  return t;
+}
+
+class ActivationTest : public ::testing::Test {
+ protected:
+  OpTest t_;
+};
+
+TEST_F(ActivationTest, ReluForward) {
+  for (DataType dtype : {DataType::kFloat32, DataType::kFloat64}) {
+    for (const Shape& shape : {Shape{5, 7}, Shape{37}, Shape{}, Shape{2, 0}}) {
+      const Tensor x = RandomTensor(dtype, shape, 1);
+      auto out = t_.Run("relu", {x});
+      ASSERT_TRUE(out.ok()) << out.status();
+      ExpectTensorNear((*out)[0], Map(x, [](double v) { return v > 0 ? v : 0.0; }), 0, 0, shape.ToString());
+    }
+  }
+  auto nan = t_.Run("relu", {Tensor::FromVector<float>({1}, {std::numeric_limits<float>::quiet_NaN()})});
+  ASSERT_TRUE(nan.ok());
+  EXPECT_TRUE(std::isnan((*nan)[0].GetAsDouble(0))) << "relu should propagate NaN";
+}
+
+TEST_F(ActivationTest, GeluForward) {
+  for (DataType dtype : {DataType::kFloat32, DataType::kFloat64}) {
+    const double tol = dtype == DataType::kFloat32 ? 2e-6 : 1e-13;
+    for (const Tensor& x : {RandomTensor(dtype, {5, 37}, 2, -6, 6), WideInput(dtype)}) {
+      auto out = t_.Run("gelu", {x});
+      ASSERT_TRUE(out.ok()) << out.status();
+      ExpectTensorNear((*out)[0], Map(x, Gelu), tol, 1e-30, x.desc().ToString());
+    }
+  }
+  auto known = t_.Run("gelu", {Tensor::FromVector<double>({3}, {0.0, 1.0, -1.0})});
+  ASSERT_TRUE(known.ok());
+  // 0.5 * (1 + tanh(sqrt(2/pi) * 1.044715)) = 0.8411919906...
+  ExpectTensorNear((*known)[0], Tensor::FromVector<double>({3}, {0.0, 0.8411919906082768, -0.15880800939172324}),
+                   1e-12, 1e-15);
+}
+
+TEST_F(ActivationTest, GradKernelsMatchAnalyticDerivatives) {
+  for (DataType dtype : {DataType::kFloat32, DataType::kFloat64}) {
+    const double tol = dtype == DataType::kFloat32 ? 5e-6 : 1e-12;
+    const Tensor x = RandomTensor(dtype, {3, 29}, 3, -6, 6);
+    const Tensor dy = RandomTensor(dtype, {3, 29}, 4);
+    auto gelu_dx = t_.Run("gelu_grad", {dy, x});
+    ASSERT_TRUE(gelu_dx.ok()) << gelu_dx.status();
+    Tensor expected(DataType::kFloat64, x.shape());
+    for (int64_t i = 0; i < x.elem_count(); ++i) {
+      expected.SetFromDouble(i, dy.GetAsDouble(i) * GeluDerivative(x.GetAsDouble(i)));
+    }
+    ExpectTensorNear((*gelu_dx)[0], expected, tol, 1e-7, "gelu_grad");
+
+    const Tensor wide = WideInput(dtype);
+    const Tensor ones = Map(wide, [](double) { return 1.0; });
+    auto wide_dx = t_.Run("gelu_grad", {dtype == DataType::kFloat32 ? testing::ToFloat(ones) : ones, wide});
+    ASSERT_TRUE(wide_dx.ok()) << wide_dx.status();
+    ExpectTensorNear((*wide_dx)[0], Map(wide, GeluDerivative), tol, 1e-7, "gelu_grad wide");
+
+    auto y = t_.Run("relu", {x});
+    ASSERT_TRUE(y.ok());
+    auto relu_dx = t_.Run("relu_grad", {dy, (*y)[0]});
+    ASSERT_TRUE(relu_dx.ok()) << relu_dx.status();
+    for (int64_t i = 0; i < x.elem_count(); ++i) {
+      expected.SetFromDouble(i, x.GetAsDouble(i) > 0 ? dy.GetAsDouble(i) : 0.0);
+    }
+    ExpectTensorNear((*relu_dx)[0], expected, 0, 0, "relu_grad");
+  }
+}
+
+TEST_F(ActivationTest, GradientRules) {
+  // Keep relu's inputs away from the kink at 0, where the finite difference is meaningless.
+  Tensor x = RandomTensor(DataType::kFloat64, {3, 5}, 5, 0.1, 1.0);
+  const Tensor sign = RandomTensor(DataType::kFloat64, {3, 5}, 6);
+  for (int64_t i = 0; i < x.elem_count(); ++i) x.SetFromDouble(i, sign.GetAsDouble(i) < 0 ? -x.GetAsDouble(i) : x.GetAsDouble(i));
+  t_.ExpectGradientsMatch("relu", {x});
+  t_.ExpectGradientsMatch("gelu", {RandomTensor(DataType::kFloat64, {3, 5}, 7, -4, 4)});
+  t_.ExpectGradientsMatch("gelu", {WideInput(DataType::kFloat64)});
+}
+
+TEST_F(ActivationTest, AllSbpSignaturesOnUnevenSplits) {
+  const Tensor x = RandomTensor(DataType::kFloat32, {5, 7}, 8, -3, 3);
+  const Tensor dy = RandomTensor(DataType::kFloat32, {5, 7}, 9);
+  SbpCheckOptions forward;
+  forward.min_signatures = 3 + 3 * 3;  // S(0), S(1), B
+  t_.ExpectAllSbpSignaturesMatch("relu", {x}, {}, forward);
+  t_.ExpectAllSbpSignaturesMatch("gelu", {x}, {}, forward);
+  SbpCheckOptions backward;
+  backward.min_signatures = 4 + 4 * 4;  // S(0), S(1), B, (P, B) -> P
+  t_.ExpectAllSbpSignaturesMatch("relu_grad", {dy, x}, {}, backward);
+  t_.ExpectAllSbpSignaturesMatch("gelu_grad", {dy, x}, {}, backward);
+  // A 3-D tensor with a dim smaller than the device count still has valid signatures.
+  t_.ExpectAllSbpSignaturesMatch("gelu", {RandomTensor(DataType::kFloat32, {2, 5, 3}, 10)});
+}
+
+TEST_F(ActivationTest, ForwardOpsHaveNoPartialSignature) {
+  for (const std::string op : {"relu", "gelu"}) {
+    const OpDef* def = t_.registry().Find(op);
+    ASSERT_NE(def, nullptr);
+    for (const SbpSignature& s : def->sbp({}, {{DataType::kFloat32, {4, 4}}})) {
+      EXPECT_FALSE(s.inputs[0].is_partial_sum()) << op << ": " << s.ToString();
+    }
+  }
+}
+
+TEST_F(ActivationTest, BadInputsAreInvalidArgument) {
+  auto r = t_.Run("gelu", {RandomTensor(DataType::kInt32, {3}, 1, 0, 4)});
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(r.status().message()), HasSubstr("int32[3]"));
+  const OpDef* def = t_.registry().Find("relu_grad");
+  ASSERT_NE(def, nullptr);
+  auto g = def->Infer("act1.grad", {}, {{DataType::kFloat32, {4, 3}}, {DataType::kFloat32, {4, 5}}});
+  EXPECT_EQ(g.status().code(), absl::StatusCode::kInvalidArgument);
+  const std::string msg(g.status().message());
+  EXPECT_THAT(msg, HasSubstr("relu_grad 'act1.grad'"));
+  EXPECT_THAT(msg, HasSubstr("float32[4,3]"));
+  EXPECT_THAT(msg, HasSubstr("float32[4,5]"));
+}
+
+}  // namespace
+}  // namespace oneflow_like
