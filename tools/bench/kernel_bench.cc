@@ -58,8 +58,8 @@ struct PreparedOp {
   }
 };
 
-absl::StatusOr<PreparedOp> Prepare(const OpRegistry& registry, const std::string& name, std::vector<Tensor> inputs,
-                                   const AttrMap& attrs = {}) {
+absl::StatusOr<PreparedOp> Prepare(const OpRegistry& registry, const std::string& name,
+                                   std::vector<Tensor> inputs, const AttrMap& attrs = {}) {
   PreparedOp op;
   op.def = registry.Find(name);
   if (op.def == nullptr) return absl::NotFoundError("missing");
@@ -114,7 +114,8 @@ std::pair<double, double> TimePair(int reps, A&& a, B&& b) {
 void BenchMatmul(const OpRegistry& registry, int64_t n, int reps) {
   auto op = Prepare(registry, "matmul", {RandomFloats({n, n}, 1), RandomFloats({n, n}, 2)});
   if (!op.ok()) {
-    std::printf("%-22s %s\n", absl::StrCat("matmul ", n, "^3").c_str(), std::string(op.status().message()).c_str());
+    std::printf("%-22s %s\n", absl::StrCat("matmul ", n, "^3").c_str(),
+                std::string(op.status().message()).c_str());
     return;
   }
   const float* a = op->inputs[0].data<float>();
@@ -143,8 +144,10 @@ void BenchBandwidth(const OpRegistry& registry, const std::string& label, const 
                     std::vector<Tensor> inputs, int reps, std::vector<char>* src, std::vector<char>* dst) {
   auto op = Prepare(registry, name, std::move(inputs));
   if (!op.ok()) {
-    std::printf("%-22s %10s\n", label.c_str(), op.status().code() == absl::StatusCode::kNotFound
-                                                   ? "missing" : std::string(op.status().message()).c_str());
+    std::printf("%-22s %10s\n", label.c_str(),
+                op.status().code() == absl::StatusCode::kNotFound
+                    ? "missing"
+                    : std::string(op.status().message()).c_str());
     return;
   }
   const double bytes = op->bytes();
@@ -177,19 +180,19 @@ int Main() {
   std::printf("median of N timed repetitions after a warm-up; ratio = baseline time / kernel time\n\n");
   std::printf("%-22s %10s %10s %8s\n", "", "kernel", "baseline", "ratio");
   std::printf("%-22s %10s %10s\n", "matmul float32", "", "sgemm");
-  BenchMatmul(registry, 1024, 10);
-  BenchMatmul(registry, 2048, 5);
+  BenchMatmul(registry, 1024, 20);
+  BenchMatmul(registry, 2048, 10);
 
   const Shape shape{4096, 1024};
   std::printf("\n%-22s %10s %10s\n", "GB/s float32[4096,1024]", "", "memcpy");
   std::vector<char> src, dst;
-  const int reps = 15;
+  const int reps = 25;
   BenchBandwidth(registry, "add", "add", {RandomFloats(shape, 3), RandomFloats(shape, 4)}, reps, &src, &dst);
   BenchBandwidth(registry, "gelu", "gelu", {RandomFloats(shape, 5)}, reps, &src, &dst);
   BenchBandwidth(registry, "softmax", "softmax", {RandomFloats(shape, 6)}, reps, &src, &dst);
   BenchBandwidth(registry, "layer_norm", "layer_norm",
-                 {RandomFloats(shape, 7), RandomFloats({shape.dim(1)}, 8), RandomFloats({shape.dim(1)}, 9)}, reps,
-                 &src, &dst);
+                 {RandomFloats(shape, 7), RandomFloats({shape.dim(1)}, 8), RandomFloats({shape.dim(1)}, 9)},
+                 reps, &src, &dst);
   return 0;
 }
 

@@ -10,29 +10,25 @@
 //
 // Kernels are element-wise loops over the shard. They are written for GCC's vectorizer at
 // -O2 (whose "very cheap" cost model only vectorizes loops with a known trip count): fixed
-// 16-wide inner blocks plus a scalar tail, on __restrict pointers; the float32 gelu loops are
-// also compiled for AVX2 and AVX-512 (target_clones) since they are compute-bound. The output may be the same
-// buffer as an input (in-place; each element is read before it is written), but must not
-// partially overlap one. float32 gelu uses the identity 0.5 (1 + tanh(u)) = 1 / (1 + e^(-2u))
-// with a branch-free polynomial exp; float64 uses std::tanh (it serves gradient checks).
+// 16-wide inner blocks plus a scalar tail, on __restrict pointers. The float32 gelu loops are
+// compute-bound, so they are also compiled for AVX2 and AVX-512 (OL_ROW_KERNEL). The output
+// may be the same buffer as an input (in-place; each element is read before it is written),
+// but must not partially overlap one. float32 gelu uses the identity
+// 0.5 (1 + tanh(u)) = 1 / (1 + e^(-2u)) with row_math's branch-free polynomial exp (which
+// saturates: e^(-2u) -> 0 or ~e^88, so gelu -> x or ~0 in the tails); float64 uses std::tanh
+// (it serves gradient checks).
 #include <cmath>
 #include <cstdint>
-#include <cstring>
 
 #include "oneflow_like/core/ops/builtin_ops.h"
 #include "oneflow_like/core/ops/op_util.h"
-
-// Function multi-versioning (GCC >= 12 on x86-64, via ifunc): one copy per instruction set.
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && __GNUC__ >= 12
-#define OL_VECTOR_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
-#else
-#define OL_VECTOR_CLONES
-#endif
+#include "oneflow_like/core/ops/row_math.h"
 
 namespace oneflow_like {
 namespace {
 
 using ops::OpError;
+namespace row_math = ops::row_math;
 
 // Inner blocks of 16 elements: one AVX-512 vector of floats, two AVX2 vectors, four SSE ones.
 constexpr int kBlock = 16;
@@ -40,41 +36,22 @@ constexpr double kSqrt2OverPi = 0.79788456080286535588;
 constexpr double kGeluCubic = 0.044715;
 constexpr double kGeluFlopsPerElement = 20;  // polynomial exp + division, roughly
 
-// e^z for float with |z| clamped to 87 (so the result is a finite normal number), relative
-// error ~2e-7. The clamp works on the integer bits (sign-magnitude), which keeps the loop free
-// of branches so that GCC vectorizes it. NaN inputs give a finite value; callers multiply by x.
-inline float ExpClamped(float z) {
-  int32_t bits;
-  std::memcpy(&bits, &z, sizeof(bits));
-  constexpr int32_t kMaxMagnitude = 0x42AE0000;  // bits of 87.0f
-  int32_t magnitude = bits & 0x7FFFFFFF;
-  magnitude = magnitude < kMaxMagnitude ? magnitude : kMaxMagnitude;
-  bits = magnitude | (bits & static_cast<int32_t>(0x80000000u));
-  std::memcpy(&z, &bits, sizeof(z));
-  // z = n ln2 + r, |r| <= ln2 / 2; e^z = 2^n e^r.
-  constexpr float kRound = 12582912.f;  // 1.5 * 2^23: adding it rounds to the nearest integer
-  const float n = (z * 1.44269504088896341f + kRound) - kRound;
-  const float r = z - n * 0.693359375f + n * 2.12194440e-4f;  // ln2 = 0.693359375 - 2.12e-4
-  float p = 1.0f / 720;
-  p = p * r + 1.0f / 120;
-  p = p * r + 1.0f / 24;
-  p = p * r + 1.0f / 6;
-  p = p * r + 0.5f;
-  p = p * r * r + r + 1.0f;
-  const int32_t scale_bits = (static_cast<int32_t>(n) + 127) << 23;
-  float scale;
-  std::memcpy(&scale, &scale_bits, sizeof(scale));
-  return p * scale;
+// -2 u(x) = x (kA + kB x^2), the sigmoid argument in gelu(x) = x / (1 + e^(-2u)).
+inline float MinusTwoU(float x) {
+  constexpr float kA = static_cast<float>(-2 * kSqrt2OverPi);
+  constexpr float kB = static_cast<float>(-2 * kSqrt2OverPi * kGeluCubic);
+  return x * (kA + kB * x * x);
 }
 
-// s(x) = 0.5 (1 + tanh(u(x))), so that gelu(x) = x s(x).
-inline float GeluGate(float x) {
-  const float u = static_cast<float>(kSqrt2OverPi) * (x + static_cast<float>(kGeluCubic) * x * x * x);
-  return 1.0f / (1.0f + ExpClamped(-2.0f * u));
-}
+// s(x) = 0.5 (1 + tanh(u(x))) = 1 / (1 + e^(-2u)), so that gelu(x) = x s(x).
+inline float GeluGate(float x) { return 1.0f / (1.0f + row_math::Exp(MinusTwoU(x))); }
 inline double GeluGate(double x) {
   return 0.5 * (1.0 + std::tanh(kSqrt2OverPi * (x + kGeluCubic * x * x * x)));
 }
+
+// gelu(x); for float32 as x / (1 + e^(-2u)), which saves a multiplication.
+inline float GeluValue(float x) { return x / (1.0f + row_math::Exp(MinusTwoU(x))); }
+inline double GeluValue(double x) { return x * GeluGate(x); }
 
 // d gelu / dx = s + x s' with s' = 0.5 (1 - tanh^2) u' = 2 s (1 - s) u'.
 template <typename T>
@@ -106,9 +83,9 @@ template <typename T>
 inline void GeluLoop(const T* __restrict x, T* __restrict y, int64_t n) {
   int64_t i = 0;
   for (; i + kBlock <= n; i += kBlock) {
-    for (int k = 0; k < kBlock; ++k) y[i + k] = x[i + k] * GeluGate(x[i + k]);
+    for (int k = 0; k < kBlock; ++k) y[i + k] = GeluValue(x[i + k]);
   }
-  for (; i < n; ++i) y[i] = x[i] * GeluGate(x[i]);
+  for (; i < n; ++i) y[i] = GeluValue(x[i]);
 }
 
 template <typename T>
@@ -121,12 +98,12 @@ inline void GeluGradLoop(const T* __restrict dy, const T* __restrict x, T* __res
 }
 
 // float32 gelu is compute-bound (~25 flops per element): these overloads are compiled for
-// AVX-512, AVX2 and baseline x86-64 and the best one is picked at load time.
-OL_VECTOR_CLONES void GeluLoop(const float* __restrict x, float* __restrict y, int64_t n) {
+// AVX-512, AVX2 and baseline x86-64 and the best one is picked at load time (row_math.h).
+OL_ROW_KERNEL void GeluLoop(const float* __restrict x, float* __restrict y, int64_t n) {
   GeluLoop<float>(x, y, n);
 }
-OL_VECTOR_CLONES void GeluGradLoop(const float* __restrict dy, const float* __restrict x, float* __restrict dx,
-                                   int64_t n) {
+OL_ROW_KERNEL void GeluGradLoop(const float* __restrict dy, const float* __restrict x, float* __restrict dx,
+                                int64_t n) {
   GeluGradLoop<float>(dy, x, dx, n);
 }
 
@@ -243,7 +220,8 @@ absl::Status RegisterActivationOps(OpRegistry* registry) {
     def.infer = [](const InferContext& ctx) { return InferGrad("relu_grad", "y", ctx); };
     def.sbp = GradSbp;
     def.cost = ElementCost(1);
-    def.cpu_kernel = BinaryKernel("relu_grad", [](auto dy, auto y, auto dx, int64_t n) { ReluGradLoop(dy, y, dx, n); });
+    def.cpu_kernel =
+        BinaryKernel("relu_grad", [](auto dy, auto y, auto dx, int64_t n) { ReluGradLoop(dy, y, dx, n); });
     RETURN_IF_ERROR(registry->Register(std::move(def)));
   }
   {
@@ -275,7 +253,8 @@ absl::Status RegisterActivationOps(OpRegistry* registry) {
     def.infer = [](const InferContext& ctx) { return InferGrad("gelu_grad", "x", ctx); };
     def.sbp = GradSbp;
     def.cost = ElementCost(kGeluFlopsPerElement + 8);
-    def.cpu_kernel = BinaryKernel("gelu_grad", [](auto dy, auto x, auto dx, int64_t n) { GeluGradLoop(dy, x, dx, n); });
+    def.cpu_kernel =
+        BinaryKernel("gelu_grad", [](auto dy, auto x, auto dx, int64_t n) { GeluGradLoop(dy, x, dx, n); });
     RETURN_IF_ERROR(registry->Register(std::move(def)));
   }
   return absl::OkStatus();

@@ -38,7 +38,8 @@ Tensor Map(const Tensor& x, Fn fn) {
 
 // Values across gelu's whole range, including the saturated tails and exact zeros.
 Tensor WideInput(DataType dtype) {
-  std::vector<double> v = {-100, -30, -12, -9.5, -5, -3, -1, -0.5, -1e-3, -1e-6, 0, 1e-6, 1e-3, 0.5, 1, 3, 5, 9.5, 12, 30, 100};
+  std::vector<double> v = {-100, -30,  -12, -9.5, -5, -3, -1,  -0.5, -1e-3, -1e-6, 0,
+                           1e-6, 1e-3, 0.5, 1,    3,  5,  9.5, 12,   30,    100};
   Tensor t(dtype, Shape{static_cast<int64_t>(v.size())});
   for (size_t i = 0; i < v.size(); ++i) t.SetFromDouble(static_cast<int64_t>(i), v[i]);
   return t;
@@ -65,18 +66,23 @@ TEST_F(ActivationTest, ReluForward) {
 
 TEST_F(ActivationTest, GeluForward) {
   for (DataType dtype : {DataType::kFloat32, DataType::kFloat64}) {
+    // In the negative tail gelu is ill-conditioned (d log gelu / d log x ~ 0.27 |x|^3), so
+    // float32 results there are only accurate in absolute terms (values < 1e-9 are float noise
+    // next to the O(1) outputs).
     const double tol = dtype == DataType::kFloat32 ? 2e-6 : 1e-13;
+    const double atol = dtype == DataType::kFloat32 ? 1e-9 : 1e-30;
     for (const Tensor& x : {RandomTensor(dtype, {5, 37}, 2, -6, 6), WideInput(dtype)}) {
       auto out = t_.Run("gelu", {x});
       ASSERT_TRUE(out.ok()) << out.status();
-      ExpectTensorNear((*out)[0], Map(x, Gelu), tol, 1e-30, x.desc().ToString());
+      ExpectTensorNear((*out)[0], Map(x, Gelu), tol, atol, x.desc().ToString());
     }
   }
   auto known = t_.Run("gelu", {Tensor::FromVector<double>({3}, {0.0, 1.0, -1.0})});
   ASSERT_TRUE(known.ok());
   // 0.5 * (1 + tanh(sqrt(2/pi) * 1.044715)) = 0.8411919906...
-  ExpectTensorNear((*known)[0], Tensor::FromVector<double>({3}, {0.0, 0.8411919906082768, -0.15880800939172324}),
-                   1e-12, 1e-15);
+  ExpectTensorNear((*known)[0],
+                   Tensor::FromVector<double>({3}, {0.0, 0.8411919906082768, -0.15880800939172324}), 1e-12,
+                   1e-15);
 }
 
 TEST_F(ActivationTest, GradKernelsMatchAnalyticDerivatives) {
@@ -113,7 +119,8 @@ TEST_F(ActivationTest, GradientRules) {
   // Keep relu's inputs away from the kink at 0, where the finite difference is meaningless.
   Tensor x = RandomTensor(DataType::kFloat64, {3, 5}, 5, 0.1, 1.0);
   const Tensor sign = RandomTensor(DataType::kFloat64, {3, 5}, 6);
-  for (int64_t i = 0; i < x.elem_count(); ++i) x.SetFromDouble(i, sign.GetAsDouble(i) < 0 ? -x.GetAsDouble(i) : x.GetAsDouble(i));
+  for (int64_t i = 0; i < x.elem_count(); ++i)
+    x.SetFromDouble(i, sign.GetAsDouble(i) < 0 ? -x.GetAsDouble(i) : x.GetAsDouble(i));
   t_.ExpectGradientsMatch("relu", {x});
   t_.ExpectGradientsMatch("gelu", {RandomTensor(DataType::kFloat64, {3, 5}, 7, -4, 4)});
   t_.ExpectGradientsMatch("gelu", {WideInput(DataType::kFloat64)});

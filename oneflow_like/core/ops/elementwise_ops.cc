@@ -102,10 +102,30 @@ LoopNest MakeLoopNest(const std::vector<Shape>& in, const Shape& out) {
   return nest;
 }
 
-struct AddOp { template <typename T> T operator()(T a, T b) const { return a + b; } };
-struct SubOp { template <typename T> T operator()(T a, T b) const { return a - b; } };
-struct MulOp { template <typename T> T operator()(T a, T b) const { return a * b; } };
-struct DivOp { template <typename T> T operator()(T a, T b) const { return a / b; } };
+struct AddOp {
+  template <typename T>
+  T operator()(T a, T b) const {
+    return a + b;
+  }
+};
+struct SubOp {
+  template <typename T>
+  T operator()(T a, T b) const {
+    return a - b;
+  }
+};
+struct MulOp {
+  template <typename T>
+  T operator()(T a, T b) const {
+    return a * b;
+  }
+};
+struct DivOp {
+  template <typename T>
+  T operator()(T a, T b) const {
+    return a / b;
+  }
+};
 
 // y[i] = op(a[i * sa], b[i * sb]) for i in [0, n).
 template <typename T, typename Op>
@@ -370,8 +390,8 @@ absl::Status RegisterScalar(OpRegistry* registry, const std::string& name, bool 
 
 // y[o, c, i] = x[o, c, i] + b[c] over x viewed as [outer, channels, inner].
 template <typename T>
-void BiasAddLoop(const T* __restrict x, const T* __restrict b, T* __restrict y, int64_t outer, int64_t channels,
-                 int64_t inner) {
+void BiasAddLoop(const T* __restrict x, const T* __restrict b, T* __restrict y, int64_t outer,
+                 int64_t channels, int64_t inner) {
   for (int64_t o = 0; o < outer; ++o) {
     const int64_t base = o * channels * inner;
     if (inner == 1) {
@@ -453,16 +473,16 @@ absl::Status RegisterBiasAdd(OpRegistry* registry) {
 }  // namespace
 
 absl::Status RegisterElementwiseOps(OpRegistry* registry) {
-  RETURN_IF_ERROR(RegisterBinary(registry, "add", "y = a + b (numpy broadcasting)", PartialRule::kBoth,
-                                 [](GradContext* ctx) { return AddSubGrad(ctx, /*sub=*/false); },
-                                 BinaryKernel("add", AddOp())));
-  RETURN_IF_ERROR(RegisterBinary(registry, "sub", "y = a - b (numpy broadcasting)", PartialRule::kBoth,
-                                 [](GradContext* ctx) { return AddSubGrad(ctx, /*sub=*/true); },
-                                 BinaryKernel("sub", SubOp())));
-  RETURN_IF_ERROR(RegisterBinary(registry, "mul", "y = a * b (numpy broadcasting)", PartialRule::kEither, MulGrad,
-                                 BinaryKernel("mul", MulOp())));
-  RETURN_IF_ERROR(RegisterBinary(registry, "div", "y = a / b (numpy broadcasting)", PartialRule::kFirst, DivGrad,
-                                 BinaryKernel("div", DivOp())));
+  RETURN_IF_ERROR(RegisterBinary(
+      registry, "add", "y = a + b (numpy broadcasting)", PartialRule::kBoth,
+      [](GradContext* ctx) { return AddSubGrad(ctx, /*sub=*/false); }, BinaryKernel("add", AddOp())));
+  RETURN_IF_ERROR(RegisterBinary(
+      registry, "sub", "y = a - b (numpy broadcasting)", PartialRule::kBoth,
+      [](GradContext* ctx) { return AddSubGrad(ctx, /*sub=*/true); }, BinaryKernel("sub", SubOp())));
+  RETURN_IF_ERROR(RegisterBinary(registry, "mul", "y = a * b (numpy broadcasting)", PartialRule::kEither,
+                                 MulGrad, BinaryKernel("mul", MulOp())));
+  RETURN_IF_ERROR(RegisterBinary(registry, "div", "y = a / b (numpy broadcasting)", PartialRule::kFirst,
+                                 DivGrad, BinaryKernel("div", DivOp())));
   RETURN_IF_ERROR(RegisterScalar(registry, "scalar_add", /*allow_partial=*/false));
   RETURN_IF_ERROR(RegisterScalar(registry, "scalar_mul", /*allow_partial=*/true));
   return RegisterBiasAdd(registry);

@@ -64,17 +64,14 @@ struct ShapeCase {
   Shape a, b, out;
 };
 const std::vector<ShapeCase> kBroadcastCases = {
-    {{5, 7}, {5, 7}, {5, 7}},             // same shape: one flat loop
-    {{3, 37}, {37}, {3, 37}},             // row bias: inner stride (1, 1) per row
-    {{37}, {3, 37}, {3, 37}},
-    {{5, 1}, {1, 7}, {5, 7}},             // outer product
-    {{4, 19}, {4, 1}, {4, 19}},           // column broadcast: inner stride (1, 0)
-    {{2, 1, 3}, {4, 1}, {2, 4, 3}},
-    {{2, 3, 4}, {2, 1, 4}, {2, 3, 4}},    // a broadcast axis in the middle
-    {{}, {3, 4}, {3, 4}},                 // scalar
-    {{3, 4}, {}, {3, 4}},
-    {{1}, {1}, {1}},
-    {{0, 3}, {3}, {0, 3}},                // empty
+    {{5, 7}, {5, 7}, {5, 7}},                                  // same shape: one flat loop
+    {{3, 37}, {37}, {3, 37}},                                  // row bias: inner stride (1, 1) per row
+    {{37}, {3, 37}, {3, 37}},       {{5, 1}, {1, 7}, {5, 7}},  // outer product
+    {{4, 19}, {4, 1}, {4, 19}},                                // column broadcast: inner stride (1, 0)
+    {{2, 1, 3}, {4, 1}, {2, 4, 3}}, {{2, 3, 4}, {2, 1, 4}, {2, 3, 4}},  // a broadcast axis in the middle
+    {{}, {3, 4}, {3, 4}},                                               // scalar
+    {{3, 4}, {}, {3, 4}},           {{1}, {1}, {1}},
+    {{0, 3}, {3}, {0, 3}},  // empty
 };
 
 // Inputs for which every op is well defined: b is kept away from zero.
@@ -115,7 +112,8 @@ TEST_F(ElementwiseTest, KnownValues) {
 
 TEST_F(ElementwiseTest, BinaryGradientsWithBroadcasting) {
   const std::vector<ShapeCase> cases = {
-      {{3, 4}, {3, 4}, {}}, {{3, 4}, {4}, {}}, {{2, 1, 3}, {4, 1}, {}}, {{}, {2, 3}, {}}, {{2, 3, 2}, {2, 1, 2}, {}},
+      {{3, 4}, {3, 4}, {}}, {{3, 4}, {4}, {}},          {{2, 1, 3}, {4, 1}, {}},
+      {{}, {2, 3}, {}},     {{2, 3, 2}, {2, 1, 2}, {}},
   };
   uint64_t seed = 100;
   for (const BinaryOp& op : BinaryOps()) {
@@ -128,7 +126,8 @@ TEST_F(ElementwiseTest, BinaryGradientsWithBroadcasting) {
 
 TEST_F(ElementwiseTest, BinaryAllSbpSignaturesOnUnevenSplits) {
   const std::vector<ShapeCase> cases = {
-      {{5, 7}, {5, 7}, {}}, {{5, 7}, {7}, {}}, {{5, 1}, {1, 7}, {}}, {{7}, {5, 7}, {}}, {{5, 4, 7}, {5, 1, 7}, {}},
+      {{5, 7}, {5, 7}, {}}, {{5, 7}, {7}, {}},          {{5, 1}, {1, 7}, {}},
+      {{7}, {5, 7}, {}},    {{5, 4, 7}, {5, 1, 7}, {}},
   };
   SbpCheckOptions options;
   options.min_signatures = 4;
@@ -139,8 +138,8 @@ TEST_F(ElementwiseTest, BinaryAllSbpSignaturesOnUnevenSplits) {
   }
 }
 
-std::vector<SbpSignature> Signatures(const OpTest& t, const std::string& op, const std::vector<TensorDesc>& in,
-                                     const AttrMap& attrs = {}) {
+std::vector<SbpSignature> Signatures(const OpTest& t, const std::string& op,
+                                     const std::vector<TensorDesc>& in, const AttrMap& attrs = {}) {
   const OpDef* def = t.registry().Find(op);
   CHECK(def != nullptr) << op;
   auto full = def->ValidateAttrs(op, attrs);
@@ -182,10 +181,12 @@ TEST_F(ElementwiseTest, NotBroadcastableNamesOpAndShapes) {
   EXPECT_THAT(msg, HasSubstr("float32[3,4]"));
   EXPECT_THAT(msg, HasSubstr("float32[5]"));
   EXPECT_THAT(msg, HasSubstr("axis -1 (4 vs 5)"));
-  auto dt = t_.Run("mul", {RandomTensor(DataType::kFloat32, {3}, 1), RandomTensor(DataType::kFloat64, {3}, 2)});
+  auto dt =
+      t_.Run("mul", {RandomTensor(DataType::kFloat32, {3}, 1), RandomTensor(DataType::kFloat64, {3}, 2)});
   EXPECT_EQ(dt.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(std::string(dt.status().message()), HasSubstr("dtypes differ"));
-  auto it = t_.Run("sub", {RandomTensor(DataType::kInt32, {3}, 1, 0, 5), RandomTensor(DataType::kInt32, {3}, 2, 0, 5)});
+  auto it = t_.Run(
+      "sub", {RandomTensor(DataType::kInt32, {3}, 1, 0, 5), RandomTensor(DataType::kInt32, {3}, 2, 0, 5)});
   EXPECT_EQ(it.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(std::string(it.status().message()), HasSubstr("int32[3]"));
 }
@@ -225,7 +226,8 @@ TEST_F(ElementwiseTest, ScalarOpsGradientsAndSbp) {
 Tensor ReferenceBiasAdd(const Tensor& x, const Tensor& b, int axis) {
   Tensor y(DataType::kFloat64, x.shape());
   const int64_t inner = x.shape().Count(axis + 1), channels = x.shape().dim(axis);
-  for (int64_t e = 0; e < x.elem_count(); ++e) y.SetFromDouble(e, x.GetAsDouble(e) + b.GetAsDouble((e / inner) % channels));
+  for (int64_t e = 0; e < x.elem_count(); ++e)
+    y.SetFromDouble(e, x.GetAsDouble(e) + b.GetAsDouble((e / inner) % channels));
   return y;
 }
 
@@ -236,7 +238,8 @@ TEST_F(ElementwiseTest, BiasAddForward) {
     int normalized;
   };
   for (DataType dtype : {DataType::kFloat32, DataType::kFloat64}) {
-    for (const Case& c : {Case{{4, 19}, -1, 1}, Case{{2, 3, 13}, 1, 1}, Case{{5, 3}, 0, 0}, Case{{7}, 0, 0}}) {
+    for (const Case& c :
+         {Case{{4, 19}, -1, 1}, Case{{2, 3, 13}, 1, 1}, Case{{5, 3}, 0, 0}, Case{{7}, 0, 0}}) {
       const Tensor x = RandomTensor(dtype, c.x, 3);
       const Tensor b = RandomTensor(dtype, {c.x.dim(c.normalized)}, 4);
       auto out = t_.Run("bias_add", {x, b}, {{"axis", c.axis}});
@@ -247,16 +250,21 @@ TEST_F(ElementwiseTest, BiasAddForward) {
 }
 
 TEST_F(ElementwiseTest, BiasAddGradientsAndSbp) {
-  t_.ExpectGradientsMatch("bias_add", {RandomTensor(DataType::kFloat64, {3, 4}, 1), RandomTensor(DataType::kFloat64, {4}, 2)});
-  t_.ExpectGradientsMatch("bias_add", {RandomTensor(DataType::kFloat64, {2, 3, 2}, 3), RandomTensor(DataType::kFloat64, {3}, 4)},
-                          {{"axis", int64_t{1}}});
-  t_.ExpectGradientsMatch("bias_add", {RandomTensor(DataType::kFloat64, {5}, 3), RandomTensor(DataType::kFloat64, {5}, 4)});
+  t_.ExpectGradientsMatch(
+      "bias_add", {RandomTensor(DataType::kFloat64, {3, 4}, 1), RandomTensor(DataType::kFloat64, {4}, 2)});
+  t_.ExpectGradientsMatch(
+      "bias_add", {RandomTensor(DataType::kFloat64, {2, 3, 2}, 3), RandomTensor(DataType::kFloat64, {3}, 4)},
+      {{"axis", int64_t{1}}});
+  t_.ExpectGradientsMatch(
+      "bias_add", {RandomTensor(DataType::kFloat64, {5}, 3), RandomTensor(DataType::kFloat64, {5}, 4)});
   SbpCheckOptions options;
   options.min_signatures = 4 + 4 * 4;  // S(0), S(1), B, P on 3 devices, all pairs on [2,2]
-  t_.ExpectAllSbpSignaturesMatch("bias_add", {RandomTensor(DataType::kFloat32, {5, 7}, 5), RandomTensor(DataType::kFloat32, {7}, 6)},
-                                 {}, options);
-  t_.ExpectAllSbpSignaturesMatch("bias_add", {RandomTensor(DataType::kFloat32, {5, 7}, 5), RandomTensor(DataType::kFloat32, {5}, 6)},
-                                 {{"axis", int64_t{0}}}, options);
+  t_.ExpectAllSbpSignaturesMatch(
+      "bias_add", {RandomTensor(DataType::kFloat32, {5, 7}, 5), RandomTensor(DataType::kFloat32, {7}, 6)}, {},
+      options);
+  t_.ExpectAllSbpSignaturesMatch(
+      "bias_add", {RandomTensor(DataType::kFloat32, {5, 7}, 5), RandomTensor(DataType::kFloat32, {5}, 6)},
+      {{"axis", int64_t{0}}}, options);
 }
 
 TEST_F(ElementwiseTest, BiasAddBadInputs) {

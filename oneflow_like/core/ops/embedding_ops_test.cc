@@ -1,5 +1,7 @@
 // Tests for embedding and embedding_grad: lookups and scatter-adds against plain references,
 // vocab-parallel shards, out-of-range ids, numerical gradients and every SBP signature.
+#include <cmath>
+
 #include "gtest/gtest.h"
 #include "oneflow_like/core/testing/op_test_util.h"
 
@@ -30,6 +32,34 @@ Tensor RefEmbeddingGrad(const Tensor& dy, const Tensor& ids, int64_t vocab) {
     for (int64_t j = 0; j < d; ++j) dt.SetFromDouble(v * d + j, dt.GetAsDouble(v * d + j) + dy.GetAsDouble(p * d + j));
   }
   return dt;
+}
+
+// Runs `op`'s kernel with every output pre-filled with NaN: the runtime hands kernels reused,
+// uncleared buffers, so an output element the kernel forgets to write shows up as NaN.
+absl::StatusOr<std::vector<Tensor>> RunPoisoned(const OpTest& t, const std::string& op, const std::vector<Tensor>& inputs,
+                                                const AttrMap& attrs, std::vector<ShardInfo> in_shards = {},
+                                                std::vector<TensorDesc> out_descs = {},
+                                                std::vector<ShardInfo> out_shards = {}) {
+  const OpDef* def = t.registry().Find(op);
+  if (def == nullptr) return absl::NotFoundError(op);
+  ASSIGN_OR_RETURN(AttrMap full, def->ValidateAttrs(op, attrs));
+  std::vector<TensorDesc> in_descs;
+  for (const Tensor& x : inputs) in_descs.push_back(x.desc());
+  if (out_descs.empty()) {
+    ASSIGN_OR_RETURN(out_descs, def->Infer(op, full, in_descs));
+  }
+  for (size_t i = in_shards.size(); i < inputs.size(); ++i) in_shards.push_back(ShardInfo::Whole(inputs[i].shape()));
+  for (size_t k = out_shards.size(); k < out_descs.size(); ++k) out_shards.push_back(ShardInfo::Whole(out_descs[k].shape));
+  std::vector<Tensor> outputs;
+  for (const TensorDesc& d : out_descs) {
+    outputs.emplace_back(d);
+    for (int64_t e = 0; e < outputs.back().elem_count(); ++e) outputs.back().SetFromDouble(e, NAN);
+  }
+  KernelContext ctx{op, full, {}, {}, in_shards, out_shards, nullptr};
+  for (const Tensor& x : inputs) ctx.inputs.push_back(&x);
+  for (Tensor& y : outputs) ctx.outputs.push_back(&y);
+  RETURN_IF_ERROR(def->cpu_kernel(ctx));
+  return outputs;
 }
 
 void ExpectInvalid(const absl::Status& status, const std::vector<std::string>& parts) {
@@ -88,8 +118,9 @@ TEST_F(EmbeddingTest, VocabShardLooksUpOnlyItsRows) {
   Tensor shard(DataType::kFloat32, Shape{4, 3});
   for (int64_t e = 0; e < 12; ++e) shard.SetFromDouble(e, table.GetAsDouble(12 + e));
   Tensor ids = Tensor::FromVector<int64_t>({5}, {4, 10, 7, 0, 5});
-  auto y = t_.RunShard("embedding", {shard, ids}, {}, {ShardInfo{Shape{11, 3}, {4, 0}}, ShardInfo::Whole(ids.shape())},
-                       {TensorDesc{DataType::kFloat32, Shape{5, 3}}}, {ShardInfo::Whole(Shape{5, 3})});
+  // Poisoned outputs: the zeros for other shards' ids must be written, not assumed.
+  auto y = RunPoisoned(t_, "embedding", {shard, ids}, {}, {ShardInfo{Shape{11, 3}, {4, 0}}, ShardInfo::Whole(ids.shape())},
+                       {TensorDesc{DataType::kFloat32, Shape{5, 3}}});
   ASSERT_TRUE(y.ok()) << y.status();
   Tensor ref = RefEmbedding(table, ids);
   for (int64_t p = 0; p < 5; ++p) {
@@ -99,6 +130,19 @@ TEST_F(EmbeddingTest, VocabShardLooksUpOnlyItsRows) {
       EXPECT_EQ((*y)[0].GetAsDouble(p * 3 + j), want) << "position " << p << " id " << v;
     }
   }
+}
+
+TEST_F(EmbeddingTest, GradVocabShardWritesEveryRow) {
+  // dtable rows [3, 6) of V = 7, on a poisoned buffer: untouched rows must come out as zeros.
+  Tensor dy = RandomTensor(DataType::kFloat64, {4, 2}, 11);
+  Tensor ids = Tensor::FromVector<int32_t>({4}, {3, 0, 5, 3});
+  auto dt = RunPoisoned(t_, "embedding_grad", {dy, ids}, {{"num_embeddings", int64_t{7}}}, {},
+                        {TensorDesc{DataType::kFloat64, Shape{3, 2}}}, {ShardInfo{Shape{7, 2}, {3, 0}}});
+  ASSERT_TRUE(dt.ok()) << dt.status();
+  Tensor full = RefEmbeddingGrad(dy, ids, 7);
+  Tensor want(DataType::kFloat64, Shape{3, 2});
+  for (int64_t e = 0; e < 6; ++e) want.SetFromDouble(e, full.GetAsDouble(6 + e));
+  ExpectTensorNear((*dt)[0], want, 1e-15, 0, "rows [3, 6)");
 }
 
 TEST_F(EmbeddingTest, OutOfRangeIdsAreRejected) {

@@ -65,10 +65,12 @@ absl::StatusOr<std::vector<TensorDesc>> InferMatmul(const InferContext& ctx) {
   const bool ta = ctx.attrs.Bool("transpose_a"), tb = ctx.attrs.Bool("transpose_b");
   const std::string& name = ctx.op_name;
   if (a.dtype != DataType::kFloat32 && a.dtype != DataType::kFloat64) {
-    return OpError("matmul", name, "a ", a.ToString(), " and b ", b.ToString(), " must be float32 or float64");
+    return OpError("matmul", name, "a ", a.ToString(), " and b ", b.ToString(),
+                   " must be float32 or float64");
   }
   if (a.dtype != b.dtype) {
-    return OpError("matmul", name, "dtypes differ: a ", a.ToString(), " and b ", b.ToString(), " (insert a cast)");
+    return OpError("matmul", name, "dtypes differ: a ", a.ToString(), " and b ", b.ToString(),
+                   " (insert a cast)");
   }
   if (a.shape.num_axes() < 2 || b.shape.num_axes() < 2) {
     return OpError("matmul", name, "a ", a.ToString(), " and b ", b.ToString(),
@@ -113,7 +115,8 @@ std::vector<SbpSignature> MatmulSbp(const AttrMap& attrs, const std::vector<Tens
   return sigs;
 }
 
-OpCost MatmulCost(const AttrMap& attrs, const std::vector<TensorDesc>& in, const std::vector<TensorDesc>& out) {
+OpCost MatmulCost(const AttrMap& attrs, const std::vector<TensorDesc>& in,
+                  const std::vector<TensorDesc>& out) {
   const MatmulDims d =
       GetDims(in[0].shape, in[1].shape, attrs.Bool("transpose_a"), attrs.Bool("transpose_b"));
   OpCost c;
@@ -124,15 +127,15 @@ OpCost MatmulCost(const AttrMap& attrs, const std::vector<TensorDesc>& in, const
 
 // ---- kernel ----
 
-void Gemm(bool ta, bool tb, int m, int n, int k, float alpha, const float* a, int lda, const float* b, int ldb,
-          float* c, int ldc) {
-  cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, m, n, k, alpha, a,
-              lda, b, ldb, 0.0f, c, ldc);
+void Gemm(bool ta, bool tb, int m, int n, int k, float alpha, const float* a, int lda, const float* b,
+          int ldb, float* c, int ldc) {
+  cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, m, n, k, alpha,
+              a, lda, b, ldb, 0.0f, c, ldc);
 }
 void Gemm(bool ta, bool tb, int m, int n, int k, double alpha, const double* a, int lda, const double* b,
           int ldb, double* c, int ldc) {
-  cblas_dgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, m, n, k, alpha, a,
-              lda, b, ldb, 0.0, c, ldc);
+  cblas_dgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, m, n, k, alpha,
+              a, lda, b, ldb, 0.0, c, ldc);
 }
 
 template <typename T>
@@ -166,15 +169,15 @@ absl::Status MatmulKernelT(const KernelContext& ctx) {
   const T* pb = b.data<T>();
   for (int64_t i = 0; i < batch; ++i) {
     Gemm(ta, tb, static_cast<int>(m), static_cast<int>(d.n), static_cast<int>(d.k), alpha, pa + i * a_stride,
-         std::max(lda, 1), pb + i * b_stride, std::max(ldb, 1), py + i * y_stride, std::max(static_cast<int>(d.n), 1));
+         std::max(lda, 1), pb + i * b_stride, std::max(ldb, 1), py + i * y_stride,
+         std::max(static_cast<int>(d.n), 1));
   }
   return absl::OkStatus();
 }
 
 absl::Status MatmulKernel(const KernelContext& ctx) {
-  return ops::DispatchFloat(ctx.inputs[0]->dtype(), "matmul", [&](auto zero) {
-    return MatmulKernelT<decltype(zero)>(ctx);
-  });
+  return ops::DispatchFloat(ctx.inputs[0]->dtype(), "matmul",
+                            [&](auto zero) { return MatmulKernelT<decltype(zero)>(ctx); });
 }
 
 // ---- gradient ----
@@ -216,7 +219,8 @@ absl::Status MatmulGrad(GradContext* ctx) {
       }
     } else if (!ta) {  // fold the batch into m: a -> [batch*m, k], dy -> [batch*m, n]
       const int64_t rows = d.batch * d.m;
-      ASSIGN_OR_RETURN(std::string a2, ctx->EmitOne("reshape", {a}, {{"shape", std::vector<int64_t>{rows, d.k}}}));
+      ASSIGN_OR_RETURN(std::string a2,
+                       ctx->EmitOne("reshape", {a}, {{"shape", std::vector<int64_t>{rows, d.k}}}));
       ASSIGN_OR_RETURN(std::string dy2,
                        ctx->EmitOne("reshape", {dy}, {{"shape", std::vector<int64_t>{rows, d.n}}}));
       if (!tb) {

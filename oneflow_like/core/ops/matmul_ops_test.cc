@@ -74,8 +74,9 @@ class MatmulTest : public ::testing::Test {
         ASSERT_TRUE(out.ok()) << out.status();
         ASSERT_EQ((*out)[0].dtype(), dtype);
         const double tol = dtype == DataType::kFloat32 ? 1e-5 : 1e-12;
-        ExpectTensorNear((*out)[0], ReferenceMatmul(a, b, ta, tb, alpha), tol, tol,
-                         absl::StrCat("a ", a.desc().ToString(), " ta=", ta, " b ", b.desc().ToString(), " tb=", tb));
+        ExpectTensorNear(
+            (*out)[0], ReferenceMatmul(a, b, ta, tb, alpha), tol, tol,
+            absl::StrCat("a ", a.desc().ToString(), " ta=", ta, " b ", b.desc().ToString(), " tb=", tb));
       }
     }
   }
@@ -121,26 +122,32 @@ TEST_F(MatmulTest, EmptyInnerDimensionGivesZeros) {
   Tensor y = RandomTensor(DataType::kFloat32, {3, 4}, 1, 1.0, 2.0);
   auto attrs = def->ValidateAttrs("empty", {});
   ASSERT_TRUE(attrs.ok()) << attrs.status();
-  KernelContext ctx{"empty", *attrs, {&a, &b}, {&y}, {ShardInfo::Whole(a.shape()), ShardInfo::Whole(b.shape())},
+  KernelContext ctx{"empty",
+                    *attrs,
+                    {&a, &b},
+                    {&y},
+                    {ShardInfo::Whole(a.shape()), ShardInfo::Whole(b.shape())},
                     {ShardInfo::Whole(y.shape())}};
   ASSERT_TRUE(def->cpu_kernel(ctx).ok());
   ExpectTensorNear(y, Tensor(DataType::kFloat32, Shape{3, 4}));
-  auto empty = t_.Run("matmul", {Tensor(DataType::kFloat32, Shape{0, 5}), RandomTensor(DataType::kFloat32, {5, 2}, 2)});
+  auto empty = t_.Run("matmul",
+                      {Tensor(DataType::kFloat32, Shape{0, 5}), RandomTensor(DataType::kFloat32, {5, 2}, 2)});
   ASSERT_TRUE(empty.ok()) << empty.status();
   EXPECT_EQ((*empty)[0].shape(), (Shape{0, 2}));
 }
 
 TEST_F(MatmulTest, Gradients) {
   const std::vector<Case> cases = {
-      {{}, {}, 3, 4, 2},          // plain
-      {{2}, {2}, 3, 2, 4},        // batched
-      {{2, 2}, {}, 2, 3, 2},      // shared b: reshape folding (!ta) or reduce_sum + transpose (ta)
+      {{}, {}, 3, 4, 2},      // plain
+      {{2}, {2}, 3, 2, 4},    // batched
+      {{2, 2}, {}, 2, 3, 2},  // shared b: reshape folding (!ta) or reduce_sum + transpose (ta)
   };
   uint64_t seed = 20;
   for (const Case& c : cases) {
     for (bool ta : {false, true}) {
       for (bool tb : {false, true}) {
-        SCOPED_TRACE(absl::StrCat("ta=", ta, " tb=", tb, " a_batch=", c.a_batch.size(), " b_batch=", c.b_batch.size()));
+        SCOPED_TRACE(absl::StrCat("ta=", ta, " tb=", tb, " a_batch=", c.a_batch.size(),
+                                  " b_batch=", c.b_batch.size()));
         const Tensor a = RandomTensor(DataType::kFloat64, Operand(c.a_batch, c.m, c.k, ta), ++seed);
         const Tensor b = RandomTensor(DataType::kFloat64, Operand(c.b_batch, c.k, c.n, tb), ++seed);
         t_.ExpectGradientsMatch("matmul", {a, b}, Flags(ta, tb, 1.5));
@@ -209,9 +216,10 @@ absl::Status InferError(const OpTest& t, const TensorDesc& a, const TensorDesc& 
 TEST_F(MatmulTest, InnerDimensionMismatchNamesOpAndShapes) {
   absl::Status s = InferError(t_, {DataType::kFloat32, {64, 128}}, {DataType::kFloat32, {256, 10}}, {});
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(std::string(s.message()),
-              HasSubstr("matmul 'fc1': inner dimensions differ: a float32[64,128] (transpose_a=false) has k=128, "
-                        "b float32[256,10] has k=256"));
+  EXPECT_THAT(
+      std::string(s.message()),
+      HasSubstr("matmul 'fc1': inner dimensions differ: a float32[64,128] (transpose_a=false) has k=128, "
+                "b float32[256,10] has k=256"));
   s = InferError(t_, {DataType::kFloat32, {128, 64}}, {DataType::kFloat32, {10, 256}}, Flags(true, true));
   EXPECT_THAT(std::string(s.message()), HasSubstr("(transpose_a=true) has k=128"));
   EXPECT_THAT(std::string(s.message()), HasSubstr("has k=256 (transpose_b=true)"));
@@ -238,7 +246,8 @@ TEST_F(MatmulTest, BadInputsAreInvalidArgument) {
     EXPECT_THAT(std::string(s.message()), HasSubstr(c.b.ToString()));
   }
   // Through the eager runner too.
-  auto r = t_.Run("matmul", {RandomTensor(DataType::kFloat32, {2, 3}, 1), RandomTensor(DataType::kFloat32, {4, 2}, 2)});
+  auto r = t_.Run("matmul",
+                  {RandomTensor(DataType::kFloat32, {2, 3}, 1), RandomTensor(DataType::kFloat32, {4, 2}, 2)});
   EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument);
 }
 

@@ -72,6 +72,34 @@ Tensor RefSoftmaxGrad(const Tensor& y, const Tensor& dy, bool log, bool causal) 
   return dx;
 }
 
+// Runs `op`'s kernel with every output pre-filled with NaN: the runtime hands kernels reused,
+// uncleared buffers, so an output element the kernel forgets to write shows up as NaN.
+absl::StatusOr<std::vector<Tensor>> RunPoisoned(const OpTest& t, const std::string& op, const std::vector<Tensor>& inputs,
+                                                const AttrMap& attrs, std::vector<ShardInfo> in_shards = {},
+                                                std::vector<TensorDesc> out_descs = {},
+                                                std::vector<ShardInfo> out_shards = {}) {
+  const OpDef* def = t.registry().Find(op);
+  if (def == nullptr) return absl::NotFoundError(op);
+  ASSIGN_OR_RETURN(AttrMap full, def->ValidateAttrs(op, attrs));
+  std::vector<TensorDesc> in_descs;
+  for (const Tensor& x : inputs) in_descs.push_back(x.desc());
+  if (out_descs.empty()) {
+    ASSIGN_OR_RETURN(out_descs, def->Infer(op, full, in_descs));
+  }
+  for (size_t i = in_shards.size(); i < inputs.size(); ++i) in_shards.push_back(ShardInfo::Whole(inputs[i].shape()));
+  for (size_t k = out_shards.size(); k < out_descs.size(); ++k) out_shards.push_back(ShardInfo::Whole(out_descs[k].shape));
+  std::vector<Tensor> outputs;
+  for (const TensorDesc& d : out_descs) {
+    outputs.emplace_back(d);
+    for (int64_t e = 0; e < outputs.back().elem_count(); ++e) outputs.back().SetFromDouble(e, NAN);
+  }
+  KernelContext ctx{op, full, {}, {}, in_shards, out_shards, nullptr};
+  for (const Tensor& x : inputs) ctx.inputs.push_back(&x);
+  for (Tensor& y : outputs) ctx.outputs.push_back(&y);
+  RETURN_IF_ERROR(def->cpu_kernel(ctx));
+  return outputs;
+}
+
 // InvalidArgument whose message contains every part.
 void ExpectInvalid(const absl::Status& status, const std::vector<std::string>& parts) {
   EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument) << status;
@@ -236,6 +264,33 @@ TEST_F(SoftmaxTest, NeverSplitsTheSoftmaxAxis) {
   for (const SbpSignature& sig : def->sbp(attrs, {TensorDesc{DataType::kFloat32, Shape{2, 3, 4}}})) {
     EXPECT_NE(sig.inputs[0], Sbp::Split(2)) << sig.ToString();
     EXPECT_FALSE(sig.outputs[0].is_partial_sum()) << sig.ToString();
+  }
+}
+
+TEST_F(SoftmaxTest, KernelsWriteEveryOutput) {
+  Tensor x = RandomTensor(DataType::kFloat32, {2, 5, 7}, 41);
+  Tensor dy = RandomTensor(DataType::kFloat32, {2, 5, 7}, 42);
+  for (const char* op : {"softmax", "log_softmax"}) {
+    auto y = RunPoisoned(t_, op, {x}, {{"causal", true}});
+    ASSERT_TRUE(y.ok()) << y.status();
+    auto ref = t_.Run(op, {x}, {{"causal", true}});
+    ASSERT_TRUE(ref.ok());
+    ExpectTensorNear((*y)[0], (*ref)[0], 0, 0, op);
+    auto dx = RunPoisoned(t_, absl::StrCat(op, "_grad"), {(*ref)[0], dy}, {{"causal", true}});
+    ASSERT_TRUE(dx.ok()) << dx.status();
+    auto dx_ref = t_.Run(absl::StrCat(op, "_grad"), {(*ref)[0], dy}, {{"causal", true}});
+    ASSERT_TRUE(dx_ref.ok());
+    ExpectTensorNear((*dx)[0], (*dx_ref)[0], 0, 0, absl::StrCat(op, "_grad"));
+  }
+}
+
+TEST_F(SoftmaxTest, EmptyInputs) {
+  for (const Shape& shape : std::vector<Shape>{{0, 4}, {3, 0}, {2, 0, 5}}) {
+    for (const char* op : {"softmax", "log_softmax"}) {
+      auto y = t_.Run(op, {Tensor(DataType::kFloat32, shape)}, {{"causal", true}});
+      ASSERT_TRUE(y.ok()) << op << " " << shape.ToString() << ": " << y.status();
+      EXPECT_EQ((*y)[0].shape(), shape);
+    }
   }
 }
 
