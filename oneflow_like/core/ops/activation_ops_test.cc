@@ -7,18 +7,17 @@
 #include <string>
 #include <vector>
 
-#include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "oneflow_like/core/testing/op_test_util.h"
 
 namespace oneflow_like {
 namespace {
 
+using ::oneflow_like::testing::ExpectInvalidArgument;
 using ::oneflow_like::testing::ExpectTensorNear;
 using ::oneflow_like::testing::OpTest;
 using ::oneflow_like::testing::RandomTensor;
 using ::oneflow_like::testing::SbpCheckOptions;
-using ::testing::HasSubstr;
 
 const double kC = std::sqrt(2.0 / M_PI);
 
@@ -40,9 +39,7 @@ Tensor Map(const Tensor& x, Fn fn) {
 Tensor WideInput(DataType dtype) {
   std::vector<double> v = {-100, -30,  -12, -9.5, -5, -3, -1,  -0.5, -1e-3, -1e-6, 0,
                            1e-6, 1e-3, 0.5, 1,    3,  5,  9.5, 12,   30,    100};
-  Tensor t(dtype, Shape{static_cast<int64_t>(v.size())});
-  for (size_t i = 0; i < v.size(); ++i) t.SetFromDouble(static_cast<int64_t>(i), v[i]);
-  return t;
+  return testing::TensorFromDoubles(dtype, Shape{static_cast<int64_t>(v.size())}, v);
 }
 
 class ActivationTest : public ::testing::Test {
@@ -143,26 +140,21 @@ TEST_F(ActivationTest, AllSbpSignaturesOnUnevenSplits) {
 
 TEST_F(ActivationTest, ForwardOpsHaveNoPartialSignature) {
   for (const std::string op : {"relu", "gelu"}) {
-    const OpDef* def = t_.registry().Find(op);
-    ASSERT_NE(def, nullptr);
-    for (const SbpSignature& s : def->sbp({}, {{DataType::kFloat32, {4, 4}}})) {
+    const std::vector<SbpSignature> sigs = t_.SbpSignatures(op, {{DataType::kFloat32, {4, 4}}});
+    ASSERT_FALSE(sigs.empty()) << op;
+    for (const SbpSignature& s : sigs) {
       EXPECT_FALSE(s.inputs[0].is_partial_sum()) << op << ": " << s.ToString();
     }
   }
 }
 
 TEST_F(ActivationTest, BadInputsAreInvalidArgument) {
-  auto r = t_.Run("gelu", {RandomTensor(DataType::kInt32, {3}, 1, 0, 4)});
-  EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(std::string(r.status().message()), HasSubstr("int32[3]"));
+  t_.ExpectRunFails("gelu", {RandomTensor(DataType::kInt32, {3}, 1, 0, 4)}, {}, {"int32[3]"});
   const OpDef* def = t_.registry().Find("relu_grad");
   ASSERT_NE(def, nullptr);
-  auto g = def->Infer("act1.grad", {}, {{DataType::kFloat32, {4, 3}}, {DataType::kFloat32, {4, 5}}});
-  EXPECT_EQ(g.status().code(), absl::StatusCode::kInvalidArgument);
-  const std::string msg(g.status().message());
-  EXPECT_THAT(msg, HasSubstr("relu_grad 'act1.grad'"));
-  EXPECT_THAT(msg, HasSubstr("float32[4,3]"));
-  EXPECT_THAT(msg, HasSubstr("float32[4,5]"));
+  ExpectInvalidArgument(
+      def->Infer("act1.grad", {}, {{DataType::kFloat32, {4, 3}}, {DataType::kFloat32, {4, 5}}}).status(),
+      {"relu_grad 'act1.grad'", "float32[4,3]", "float32[4,5]"});
 }
 
 }  // namespace

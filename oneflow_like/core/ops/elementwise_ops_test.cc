@@ -1,24 +1,23 @@
 // Tests of add/sub/mul/div (numpy broadcasting), scalar_add/scalar_mul and bias_add: forward
 // against a plain multi-index loop, gradients against finite differences (float64), every SBP
 // signature on uneven splits, and error messages.
-#include <algorithm>
 #include <functional>
 #include <string>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "oneflow_like/core/testing/op_test_util.h"
 
 namespace oneflow_like {
 namespace {
 
+using ::oneflow_like::testing::ExpectInvalidArgument;
 using ::oneflow_like::testing::ExpectTensorNear;
+using ::oneflow_like::testing::HasSignature;
 using ::oneflow_like::testing::OpTest;
 using ::oneflow_like::testing::RandomTensor;
 using ::oneflow_like::testing::SbpCheckOptions;
-using ::testing::HasSubstr;
 
 using BinaryFn = std::function<double(double, double)>;
 
@@ -138,57 +137,36 @@ TEST_F(ElementwiseTest, BinaryAllSbpSignaturesOnUnevenSplits) {
   }
 }
 
-std::vector<SbpSignature> Signatures(const OpTest& t, const std::string& op,
-                                     const std::vector<TensorDesc>& in, const AttrMap& attrs = {}) {
-  const OpDef* def = t.registry().Find(op);
-  CHECK(def != nullptr) << op;
-  auto full = def->ValidateAttrs(op, attrs);
-  CHECK(full.ok()) << full.status();
-  return def->sbp(*full, in);
-}
-bool Has(const std::vector<SbpSignature>& sigs, const SbpSignature& s) {
-  return std::find(sigs.begin(), sigs.end(), s) != sigs.end();
-}
-
 TEST_F(ElementwiseTest, PartialSumRulesPerOp) {
   const Sbp B = Sbp::Broadcast(), P = Sbp::PartialSum();
   const std::vector<TensorDesc> in = {{DataType::kFloat32, {5, 7}}, {DataType::kFloat32, {7}}};
   for (const std::string op : {"add", "sub"}) {
-    auto sigs = Signatures(t_, op, in);
-    EXPECT_TRUE(Has(sigs, {{P, P}, {P}})) << op;
-    EXPECT_FALSE(Has(sigs, {{P, B}, {P}})) << op;
-    EXPECT_TRUE(Has(sigs, {{Sbp::Split(0), B}, {Sbp::Split(0)}})) << op;
-    EXPECT_TRUE(Has(sigs, {{Sbp::Split(1), Sbp::Split(0)}, {Sbp::Split(1)}})) << op;
+    auto sigs = t_.SbpSignatures(op, in);
+    EXPECT_TRUE(HasSignature(sigs, {{P, P}, {P}})) << op;
+    EXPECT_FALSE(HasSignature(sigs, {{P, B}, {P}})) << op;
+    EXPECT_TRUE(HasSignature(sigs, {{Sbp::Split(0), B}, {Sbp::Split(0)}})) << op;
+    EXPECT_TRUE(HasSignature(sigs, {{Sbp::Split(1), Sbp::Split(0)}, {Sbp::Split(1)}})) << op;
   }
-  auto mul = Signatures(t_, "mul", in);
-  EXPECT_TRUE(Has(mul, {{P, B}, {P}}));
-  EXPECT_TRUE(Has(mul, {{B, P}, {P}}));
-  EXPECT_FALSE(Has(mul, {{P, P}, {P}}));
-  auto div = Signatures(t_, "div", in);
-  EXPECT_TRUE(Has(div, {{P, B}, {P}}));
-  EXPECT_FALSE(Has(div, {{B, P}, {P}}));
-  EXPECT_FALSE(Has(Signatures(t_, "scalar_add", {in[0]}, {{"value", 1.0}}), {{P}, {P}}));
-  EXPECT_TRUE(Has(Signatures(t_, "scalar_mul", {in[0]}, {{"value", 1.0}}), {{P}, {P}}));
+  auto mul = t_.SbpSignatures("mul", in);
+  EXPECT_TRUE(HasSignature(mul, {{P, B}, {P}}));
+  EXPECT_TRUE(HasSignature(mul, {{B, P}, {P}}));
+  EXPECT_FALSE(HasSignature(mul, {{P, P}, {P}}));
+  auto div = t_.SbpSignatures("div", in);
+  EXPECT_TRUE(HasSignature(div, {{P, B}, {P}}));
+  EXPECT_FALSE(HasSignature(div, {{B, P}, {P}}));
+  EXPECT_FALSE(HasSignature(t_.SbpSignatures("scalar_add", {in[0]}, {{"value", 1.0}}), {{P}, {P}}));
+  EXPECT_TRUE(HasSignature(t_.SbpSignatures("scalar_mul", {in[0]}, {{"value", 1.0}}), {{P}, {P}}));
 }
 
 TEST_F(ElementwiseTest, NotBroadcastableNamesOpAndShapes) {
   const OpDef* def = t_.registry().Find("add");
   ASSERT_NE(def, nullptr);
-  auto r = def->Infer("res1", {}, {{DataType::kFloat32, {3, 4}}, {DataType::kFloat32, {5}}});
-  EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument);
-  const std::string msg(r.status().message());
-  EXPECT_THAT(msg, HasSubstr("add 'res1'"));
-  EXPECT_THAT(msg, HasSubstr("float32[3,4]"));
-  EXPECT_THAT(msg, HasSubstr("float32[5]"));
-  EXPECT_THAT(msg, HasSubstr("axis -1 (4 vs 5)"));
-  auto dt =
-      t_.Run("mul", {RandomTensor(DataType::kFloat32, {3}, 1), RandomTensor(DataType::kFloat64, {3}, 2)});
-  EXPECT_EQ(dt.status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(std::string(dt.status().message()), HasSubstr("dtypes differ"));
-  auto it = t_.Run(
-      "sub", {RandomTensor(DataType::kInt32, {3}, 1, 0, 5), RandomTensor(DataType::kInt32, {3}, 2, 0, 5)});
-  EXPECT_EQ(it.status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(std::string(it.status().message()), HasSubstr("int32[3]"));
+  ExpectInvalidArgument(def->Infer("res1", {}, {{DataType::kFloat32, {3, 4}}, {DataType::kFloat32, {5}}}).status(),
+                        {"add 'res1'", "float32[3,4]", "float32[5]", "axis -1 (4 vs 5)"});
+  t_.ExpectRunFails("mul", {RandomTensor(DataType::kFloat32, {3}, 1), RandomTensor(DataType::kFloat64, {3}, 2)}, {},
+                    {"dtypes differ"});
+  t_.ExpectRunFails("sub", {RandomTensor(DataType::kInt32, {3}, 1, 0, 5), RandomTensor(DataType::kInt32, {3}, 2, 0, 5)},
+                    {}, {"int32[3]"});
 }
 
 // ---- scalar ops ----
@@ -207,9 +185,7 @@ TEST_F(ElementwiseTest, ScalarOpsForward) {
     ExpectTensorNear((*add)[0], add_ref);
     ExpectTensorNear((*mul)[0], mul_ref);
   }
-  auto missing = t_.Run("scalar_mul", {RandomTensor(DataType::kFloat32, {2}, 1)});
-  EXPECT_EQ(missing.status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(std::string(missing.status().message()), HasSubstr("value"));
+  t_.ExpectRunFails("scalar_mul", {RandomTensor(DataType::kFloat32, {2}, 1)}, {}, {"value"});
 }
 
 TEST_F(ElementwiseTest, ScalarOpsGradientsAndSbp) {
@@ -272,16 +248,13 @@ TEST_F(ElementwiseTest, BiasAddBadInputs) {
   ASSERT_NE(def, nullptr);
   auto attrs = def->ValidateAttrs("fc1.bias", {{"axis", int64_t{1}}});
   ASSERT_TRUE(attrs.ok());
-  auto r = def->Infer("fc1.bias", *attrs, {{DataType::kFloat32, {4, 10}}, {DataType::kFloat32, {4}}});
-  EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(std::string(r.status().message()), HasSubstr("bias_add 'fc1.bias'"));
-  EXPECT_THAT(std::string(r.status().message()), HasSubstr("float32[4]"));
-  EXPECT_THAT(std::string(r.status().message()), HasSubstr("float32[4,10]"));
+  ExpectInvalidArgument(def->Infer("fc1.bias", *attrs, {{DataType::kFloat32, {4, 10}}, {DataType::kFloat32, {4}}}).status(),
+                        {"bias_add 'fc1.bias'", "float32[4]", "float32[4,10]"});
   auto bad_axis = def->ValidateAttrs("fc1.bias", {{"axis", int64_t{2}}});
   ASSERT_TRUE(bad_axis.ok());
-  r = def->Infer("fc1.bias", *bad_axis, {{DataType::kFloat32, {4, 10}}, {DataType::kFloat32, {10}}});
-  EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(std::string(r.status().message()), HasSubstr("axis 2"));
+  ExpectInvalidArgument(
+      def->Infer("fc1.bias", *bad_axis, {{DataType::kFloat32, {4, 10}}, {DataType::kFloat32, {10}}}).status(),
+      {"axis 2"});
 }
 
 }  // namespace

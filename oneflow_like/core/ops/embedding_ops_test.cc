@@ -34,41 +34,6 @@ Tensor RefEmbeddingGrad(const Tensor& dy, const Tensor& ids, int64_t vocab) {
   return dt;
 }
 
-// Runs `op`'s kernel with every output pre-filled with NaN: the runtime hands kernels reused,
-// uncleared buffers, so an output element the kernel forgets to write shows up as NaN.
-absl::StatusOr<std::vector<Tensor>> RunPoisoned(const OpTest& t, const std::string& op, const std::vector<Tensor>& inputs,
-                                                const AttrMap& attrs, std::vector<ShardInfo> in_shards = {},
-                                                std::vector<TensorDesc> out_descs = {},
-                                                std::vector<ShardInfo> out_shards = {}) {
-  const OpDef* def = t.registry().Find(op);
-  if (def == nullptr) return absl::NotFoundError(op);
-  ASSIGN_OR_RETURN(AttrMap full, def->ValidateAttrs(op, attrs));
-  std::vector<TensorDesc> in_descs;
-  for (const Tensor& x : inputs) in_descs.push_back(x.desc());
-  if (out_descs.empty()) {
-    ASSIGN_OR_RETURN(out_descs, def->Infer(op, full, in_descs));
-  }
-  for (size_t i = in_shards.size(); i < inputs.size(); ++i) in_shards.push_back(ShardInfo::Whole(inputs[i].shape()));
-  for (size_t k = out_shards.size(); k < out_descs.size(); ++k) out_shards.push_back(ShardInfo::Whole(out_descs[k].shape));
-  std::vector<Tensor> outputs;
-  for (const TensorDesc& d : out_descs) {
-    outputs.emplace_back(d);
-    for (int64_t e = 0; e < outputs.back().elem_count(); ++e) outputs.back().SetFromDouble(e, NAN);
-  }
-  KernelContext ctx{op, full, {}, {}, in_shards, out_shards, nullptr};
-  for (const Tensor& x : inputs) ctx.inputs.push_back(&x);
-  for (Tensor& y : outputs) ctx.outputs.push_back(&y);
-  RETURN_IF_ERROR(def->cpu_kernel(ctx));
-  return outputs;
-}
-
-void ExpectInvalid(const absl::Status& status, const std::vector<std::string>& parts) {
-  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument) << status;
-  for (const std::string& p : parts) {
-    EXPECT_NE(std::string(status.message()).find(p), std::string::npos) << "'" << p << "' missing from: " << status;
-  }
-}
-
 class EmbeddingTest : public ::testing::Test {
  protected:
   OpTest t_;
@@ -118,9 +83,9 @@ TEST_F(EmbeddingTest, VocabShardLooksUpOnlyItsRows) {
   Tensor shard(DataType::kFloat32, Shape{4, 3});
   for (int64_t e = 0; e < 12; ++e) shard.SetFromDouble(e, table.GetAsDouble(12 + e));
   Tensor ids = Tensor::FromVector<int64_t>({5}, {4, 10, 7, 0, 5});
-  // Poisoned outputs: the zeros for other shards' ids must be written, not assumed.
-  auto y = RunPoisoned(t_, "embedding", {shard, ids}, {}, {ShardInfo{Shape{11, 3}, {4, 0}}, ShardInfo::Whole(ids.shape())},
-                       {TensorDesc{DataType::kFloat32, Shape{5, 3}}});
+  // Outputs start poisoned: the zeros for other shards' ids must be written, not assumed.
+  auto y = t_.RunShard("embedding", {shard, ids}, {}, {ShardInfo{Shape{11, 3}, {4, 0}}, ShardInfo::Whole(ids.shape())},
+                       {TensorDesc{DataType::kFloat32, Shape{5, 3}}}, {});
   ASSERT_TRUE(y.ok()) << y.status();
   Tensor ref = RefEmbedding(table, ids);
   for (int64_t p = 0; p < 5; ++p) {
@@ -136,7 +101,7 @@ TEST_F(EmbeddingTest, GradVocabShardWritesEveryRow) {
   // dtable rows [3, 6) of V = 7, on a poisoned buffer: untouched rows must come out as zeros.
   Tensor dy = RandomTensor(DataType::kFloat64, {4, 2}, 11);
   Tensor ids = Tensor::FromVector<int32_t>({4}, {3, 0, 5, 3});
-  auto dt = RunPoisoned(t_, "embedding_grad", {dy, ids}, {{"num_embeddings", int64_t{7}}}, {},
+  auto dt = t_.RunShard("embedding_grad", {dy, ids}, {{"num_embeddings", int64_t{7}}}, {},
                         {TensorDesc{DataType::kFloat64, Shape{3, 2}}}, {ShardInfo{Shape{7, 2}, {3, 0}}});
   ASSERT_TRUE(dt.ok()) << dt.status();
   Tensor full = RefEmbeddingGrad(dy, ids, 7);
@@ -149,15 +114,12 @@ TEST_F(EmbeddingTest, OutOfRangeIdsAreRejected) {
   Tensor table(DataType::kFloat32, Shape{10, 4});
   for (int64_t bad : {int64_t{10}, int64_t{-1}}) {
     Tensor ids = Tensor::FromVector<int64_t>({3}, {1, bad, 2});
-    ExpectInvalid(t_.Run("embedding", {table, ids}).status(),
-                  {"embedding", absl::StrCat("id ", bad), "position 1", "V = 10"});
-    ExpectInvalid(t_.Run("embedding_grad", {Tensor(DataType::kFloat32, Shape{3, 4}), ids},
-                         {{"num_embeddings", int64_t{10}}})
-                      .status(),
-                  {"embedding_grad", absl::StrCat("id ", bad), "V = 10"});
+    t_.ExpectRunFails("embedding", {table, ids}, {}, {absl::StrCat("id ", bad), "position 1", "V = 10"});
+    t_.ExpectRunFails("embedding_grad", {Tensor(DataType::kFloat32, Shape{3, 4}), ids},
+                      {{"num_embeddings", int64_t{10}}}, {absl::StrCat("id ", bad), "V = 10"});
   }
   Tensor ids32 = Tensor::FromVector<int32_t>({1}, {12});
-  ExpectInvalid(t_.Run("embedding", {table, ids32}).status(), {"id 12", "V = 10"});
+  t_.ExpectRunFails("embedding", {table, ids32}, {}, {"id 12", "V = 10"});
 }
 
 TEST_F(EmbeddingTest, GradientsMatchNumerical) {
@@ -187,20 +149,13 @@ TEST_F(EmbeddingTest, AllSbpSignatures) {
 TEST_F(EmbeddingTest, BadInputsNameTheOpAndShapes) {
   Tensor table(DataType::kFloat32, Shape{10, 4});
   Tensor ids = Tensor::FromVector<int64_t>({2}, {1, 2});
-  ExpectInvalid(t_.Run("embedding", {Tensor(DataType::kFloat32, Shape{10}), ids}).status(),
-                {"embedding", "table", "float32[10]"});
-  ExpectInvalid(t_.Run("embedding", {table, Tensor(DataType::kFloat32, Shape{2})}).status(),
-                {"embedding", "ids", "float32[2]"});
-  ExpectInvalid(t_.Run("embedding_grad", {Tensor(DataType::kFloat32, Shape{3, 4}), ids},
-                       {{"num_embeddings", int64_t{10}}})
-                    .status(),
-                {"embedding_grad", "float32[3,4]", "int64[2]"});
-  ExpectInvalid(t_.Run("embedding_grad", {Tensor(DataType::kFloat32, Shape{2, 4}), ids},
-                       {{"num_embeddings", int64_t{-3}}})
-                    .status(),
-                {"embedding_grad", "num_embeddings", "-3"});
-  ExpectInvalid(t_.Run("embedding_grad", {Tensor(DataType::kFloat32, Shape{2, 4}), ids}).status(),
-                {"embedding_grad", "num_embeddings"});
+  t_.ExpectRunFails("embedding", {Tensor(DataType::kFloat32, Shape{10}), ids}, {}, {"table", "float32[10]"});
+  t_.ExpectRunFails("embedding", {table, Tensor(DataType::kFloat32, Shape{2})}, {}, {"ids", "float32[2]"});
+  t_.ExpectRunFails("embedding_grad", {Tensor(DataType::kFloat32, Shape{3, 4}), ids}, {{"num_embeddings", int64_t{10}}},
+                    {"float32[3,4]", "int64[2]"});
+  t_.ExpectRunFails("embedding_grad", {Tensor(DataType::kFloat32, Shape{2, 4}), ids}, {{"num_embeddings", int64_t{-3}}},
+                    {"num_embeddings", "-3"});
+  t_.ExpectRunFails("embedding_grad", {Tensor(DataType::kFloat32, Shape{2, 4}), ids}, {}, {"num_embeddings"});
 }
 
 }  // namespace

@@ -18,26 +18,8 @@ using testing::RandomTensor;
 const DataType kAllTypes[] = {DataType::kFloat32, DataType::kFloat64, DataType::kInt32, DataType::kInt64,
                               DataType::kBool,    DataType::kBFloat16, DataType::kFloat16};
 
-Tensor RunOne(const OpTest& t, const std::string& op, const std::vector<Tensor>& in, const AttrMap& attrs) {
-  auto out = t.Run(op, in, attrs);
-  EXPECT_TRUE(out.ok()) << op << ": " << out.status();
-  return out.ok() ? (*out)[0] : Tensor();
-}
-
-void ExpectInvalid(const OpTest& t, const std::string& op, const std::vector<Tensor>& in, const AttrMap& attrs,
-                   const std::string& fragment) {
-  auto out = t.Run(op, in, attrs);
-  ASSERT_FALSE(out.ok()) << op << " " << attrs.ToString();
-  EXPECT_EQ(out.status().code(), absl::StatusCode::kInvalidArgument);
-  const std::string message(out.status().message());
-  EXPECT_NE(message.find(op + " '"), std::string::npos) << message;
-  EXPECT_NE(message.find(fragment), std::string::npos) << message << " lacks " << fragment;
-}
-
 Tensor Values(DataType dtype, const std::vector<double>& v) {
-  Tensor t(dtype, Shape({static_cast<int64_t>(v.size())}));
-  for (size_t i = 0; i < v.size(); ++i) t.SetFromDouble(static_cast<int64_t>(i), v[i]);
-  return t;
+  return testing::TensorFromDoubles(dtype, Shape({static_cast<int64_t>(v.size())}), v);
 }
 
 TEST(MiscOpsTest, CastBetweenEveryPairOfDtypes) {
@@ -46,7 +28,7 @@ TEST(MiscOpsTest, CastBetweenEveryPairOfDtypes) {
   for (DataType from : kAllTypes) {
     const Tensor x = Values(from, ints);
     for (DataType to : kAllTypes) {
-      Tensor y = RunOne(t, "cast", {x}, {{"dtype", to}});
+      Tensor y = t.RunOne("cast", {x}, {{"dtype", to}});
       ASSERT_EQ(y.dtype(), to);
       std::vector<double> expected;
       for (double v : ints) {
@@ -61,25 +43,25 @@ TEST(MiscOpsTest, CastBetweenEveryPairOfDtypes) {
 TEST(MiscOpsTest, CastRoundsTruncatesAndSaturates) {
   OpTest t;
   const double nan = std::numeric_limits<double>::quiet_NaN();
-  Tensor i32 = RunOne(t, "cast", {Values(DataType::kFloat64, {1.75, -2.5, 1e10, -1e10, nan})}, {{"dtype", DataType::kInt32}});
+  Tensor i32 = t.RunOne("cast", {Values(DataType::kFloat64, {1.75, -2.5, 1e10, -1e10, nan})}, {{"dtype", DataType::kInt32}});
   EXPECT_EQ(i32.ToVector<int32_t>(), (std::vector<int32_t>{1, -2, std::numeric_limits<int32_t>::max(),
                                                            std::numeric_limits<int32_t>::min(), 0}));
-  Tensor b = RunOne(t, "cast", {Values(DataType::kFloat32, {0.5, 0.0, -3})}, {{"dtype", DataType::kBool}});
+  Tensor b = t.RunOne("cast", {Values(DataType::kFloat32, {0.5, 0.0, -3})}, {{"dtype", DataType::kBool}});
   EXPECT_EQ(b.ToVector<bool>(), (std::vector<bool>{true, false, true}));
   // Round to nearest even (values from numpy: float16(1/3), bfloat16 rounding by hand).
   const Tensor f = Values(DataType::kFloat32, {100.25, 1.0 / 3, 100.5, 65520.0});
-  Tensor bf = RunOne(t, "cast", {f}, {{"dtype", DataType::kBFloat16}});
+  Tensor bf = t.RunOne("cast", {f}, {{"dtype", DataType::kBFloat16}});
   EXPECT_DOUBLE_EQ(bf.GetAsDouble(0), 100.0);
   EXPECT_DOUBLE_EQ(bf.GetAsDouble(1), 0.333984375);
   EXPECT_DOUBLE_EQ(bf.GetAsDouble(2), 100.5);
-  Tensor half = RunOne(t, "cast", {f}, {{"dtype", DataType::kFloat16}});
+  Tensor half = t.RunOne("cast", {f}, {{"dtype", DataType::kFloat16}});
   EXPECT_DOUBLE_EQ(half.GetAsDouble(1), 0.333251953125);
   EXPECT_TRUE(std::isinf(half.GetAsDouble(3)));
   // Back to float32 from the storage types.
-  ExpectTensorNear(RunOne(t, "cast", {half}, {{"dtype", DataType::kFloat32}}), half, 0, 0);
+  ExpectTensorNear(t.RunOne("cast", {half}, {{"dtype", DataType::kFloat32}}), half, 0, 0);
   // int64 -> int64 and int64 -> float64 keep large integers exactly.
   const Tensor big = Tensor::FromVector<int64_t>({2}, {(int64_t{1} << 53) + 1, -(int64_t{1} << 40)});
-  EXPECT_EQ(RunOne(t, "cast", {big}, {{"dtype", DataType::kInt64}}).ToVector<int64_t>(), big.ToVector<int64_t>());
+  EXPECT_EQ(t.RunOne("cast", {big}, {{"dtype", DataType::kInt64}}).ToVector<int64_t>(), big.ToVector<int64_t>());
 }
 
 TEST(MiscOpsTest, CastGradSbpAndErrors) {
@@ -96,20 +78,20 @@ TEST(MiscOpsTest, CastGradSbpAndErrors) {
   const Tensor odd = RandomTensor(DataType::kFloat32, {5, 7}, 4);
   EXPECT_EQ(t.ExpectAllSbpSignaturesMatch("cast", {odd}, {{"dtype", DataType::kFloat64}}), 4 + 16);
   EXPECT_EQ(t.ExpectAllSbpSignaturesMatch("cast", {odd}, {{"dtype", DataType::kInt32}}), 3 + 9);
-  ExpectInvalid(t, "cast", {odd}, {{"dtype", DataType::kInvalid}}, "float32[5,7]");
+  t.ExpectRunFails("cast", {odd}, {{"dtype", DataType::kInvalid}}, {"float32[5,7]"});
 }
 
 TEST(MiscOpsTest, Fill) {
   OpTest t;
-  Tensor y = RunOne(t, "fill", {}, {{"shape", std::vector<int64_t>{3, 4}}, {"dtype", DataType::kInt32}, {"value", 7.9}});
+  Tensor y = t.RunOne("fill", {}, {{"shape", std::vector<int64_t>{3, 4}}, {"dtype", DataType::kInt32}, {"value", 7.9}});
   EXPECT_EQ(y.shape(), Shape({3, 4}));
   EXPECT_EQ(y.ToVector<int32_t>(), std::vector<int32_t>(12, 7));
-  y = RunOne(t, "fill", {}, {{"shape", std::vector<int64_t>{2}}, {"value", -1.5}});
+  y = t.RunOne("fill", {}, {{"shape", std::vector<int64_t>{2}}, {"value", -1.5}});
   EXPECT_EQ(y.ToVector<float>(), (std::vector<float>{-1.5f, -1.5f}));
-  y = RunOne(t, "fill", {}, {{"shape", std::vector<int64_t>{}}, {"dtype", DataType::kBool}, {"value", 1.0}});
+  y = t.RunOne("fill", {}, {{"shape", std::vector<int64_t>{}}, {"dtype", DataType::kBool}, {"value", 1.0}});
   EXPECT_EQ(y.ToVector<bool>(), std::vector<bool>{true});
   EXPECT_EQ(t.ExpectAllSbpSignaturesMatch("fill", {}, {{"shape", std::vector<int64_t>{5, 7}}, {"value", 2.0}}), 3 + 9);
-  ExpectInvalid(t, "fill", {}, {{"shape", std::vector<int64_t>{2, -3}}}, "[2,-3]");
+  t.ExpectRunFails("fill", {}, {{"shape", std::vector<int64_t>{2, -3}}}, {"[2,-3]"});
 }
 
 void ExpectMeanStd(const Tensor& y, double mean, double stddev, double tol) {
@@ -124,17 +106,17 @@ void ExpectMeanStd(const Tensor& y, double mean, double stddev, double tol) {
 TEST(MiscOpsTest, RandomUniform) {
   OpTest t;
   const AttrMap attrs{{"shape", std::vector<int64_t>{100, 100}}, {"seed", int64_t{42}}, {"low", -2.0}, {"high", 4.0}};
-  Tensor y = RunOne(t, "random_uniform", {}, attrs);
+  Tensor y = t.RunOne("random_uniform", {}, attrs);
   ASSERT_EQ(y.shape(), Shape({100, 100}));
   for (int64_t i = 0; i < y.elem_count(); ++i) {
     ASSERT_GE(y.GetAsDouble(i), -2.0);
     ASSERT_LT(y.GetAsDouble(i), 4.0);
   }
   ExpectMeanStd(y, 1.0, 6.0 / std::sqrt(12.0), 0.05);
-  ExpectTensorNear(RunOne(t, "random_uniform", {}, attrs), y, 0, 0, "same seed");
+  ExpectTensorNear(t.RunOne("random_uniform", {}, attrs), y, 0, 0, "same seed");
   AttrMap other = attrs;
   other.Set("seed", int64_t{43});
-  Tensor z = RunOne(t, "random_uniform", {}, other);
+  Tensor z = t.RunOne("random_uniform", {}, other);
   int64_t same = 0;
   for (int64_t i = 0; i < y.elem_count(); ++i) same += y.GetAsDouble(i) == z.GetAsDouble(i);
   EXPECT_LT(same, 10);
@@ -142,20 +124,20 @@ TEST(MiscOpsTest, RandomUniform) {
   EXPECT_EQ(t.ExpectAllSbpSignaturesMatch("random_uniform", {},
                                           {{"shape", std::vector<int64_t>{7, 5}}, {"seed", int64_t{3}}}),
             3 + 9);
-  ExpectInvalid(t, "random_uniform", {}, {{"shape", std::vector<int64_t>{2}}, {"dtype", DataType::kInt32}}, "int32");
+  t.ExpectRunFails("random_uniform", {}, {{"shape", std::vector<int64_t>{2}}, {"dtype", DataType::kInt32}}, {"int32"});
 }
 
 TEST(MiscOpsTest, RandomNormal) {
   OpTest t;
   const AttrMap attrs{{"shape", std::vector<int64_t>{10000}}, {"dtype", DataType::kFloat64},
                       {"seed", int64_t{5}}, {"mean", 3.0}, {"std", 0.5}};
-  Tensor y = RunOne(t, "random_normal", {}, attrs);
+  Tensor y = t.RunOne("random_normal", {}, attrs);
   EXPECT_EQ(y.dtype(), DataType::kFloat64);
   ExpectMeanStd(y, 3.0, 0.5, 0.03);
-  ExpectTensorNear(RunOne(t, "random_normal", {}, attrs), y, 0, 0, "same seed");
+  ExpectTensorNear(t.RunOne("random_normal", {}, attrs), y, 0, 0, "same seed");
   t.ExpectAllSbpSignaturesMatch("random_normal", {}, {{"shape", std::vector<int64_t>{3, 5, 7}}, {"seed", int64_t{9}}});
-  ExpectInvalid(t, "random_normal", {}, {{"shape", std::vector<int64_t>{2}}, {"std", -1.0}}, "std");
-  ExpectInvalid(t, "random_normal", {}, {{"shape", std::vector<int64_t>{2}}, {"dtype", DataType::kBool}}, "bool");
+  t.ExpectRunFails("random_normal", {}, {{"shape", std::vector<int64_t>{2}}, {"std", -1.0}}, {"std"});
+  t.ExpectRunFails("random_normal", {}, {{"shape", std::vector<int64_t>{2}}, {"dtype", DataType::kBool}}, {"bool"});
 }
 
 TEST(MiscOpsTest, DropoutKeepsAFractionAndScales) {
@@ -163,7 +145,7 @@ TEST(MiscOpsTest, DropoutKeepsAFractionAndScales) {
   const double p = 0.3;
   Tensor ones(DataType::kFloat32, {100, 100});
   for (int64_t i = 0; i < ones.elem_count(); ++i) ones.SetFromDouble(i, 1.0);
-  Tensor y = RunOne(t, "dropout", {ones}, {{"p", p}, {"seed", int64_t{1}}});
+  Tensor y = t.RunOne("dropout", {ones}, {{"p", p}, {"seed", int64_t{1}}});
   int64_t kept = 0;
   for (int64_t i = 0; i < y.elem_count(); ++i) {
     const double v = y.GetAsDouble(i);
@@ -175,18 +157,18 @@ TEST(MiscOpsTest, DropoutKeepsAFractionAndScales) {
   EXPECT_NEAR(static_cast<double>(kept) / y.elem_count(), 1 - p, 0.02);
   // y = x * mask / (1 - p) for an arbitrary x, with the mask read off the run on ones.
   const Tensor x = RandomTensor(DataType::kFloat32, {100, 100}, 2);
-  Tensor yx = RunOne(t, "dropout", {x}, {{"p", p}, {"seed", int64_t{1}}});
+  Tensor yx = t.RunOne("dropout", {x}, {{"p", p}, {"seed", int64_t{1}}});
   Tensor expected(DataType::kFloat32, x.shape());
   for (int64_t i = 0; i < x.elem_count(); ++i) expected.SetFromDouble(i, x.GetAsDouble(i) * y.GetAsDouble(i));
   ExpectTensorNear(yx, expected, 1e-6, 1e-7);
   // dropout_grad applies the same mask.
-  ExpectTensorNear(RunOne(t, "dropout_grad", {x}, {{"p", p}, {"seed", int64_t{1}}}), yx, 0, 0, "grad mask");
+  ExpectTensorNear(t.RunOne("dropout_grad", {x}, {{"p", p}, {"seed", int64_t{1}}}), yx, 0, 0, "grad mask");
   // Another seed gives another mask; p = 0 is the identity.
-  Tensor other = RunOne(t, "dropout", {ones}, {{"p", p}, {"seed", int64_t{2}}});
+  Tensor other = t.RunOne("dropout", {ones}, {{"p", p}, {"seed", int64_t{2}}});
   int64_t differ = 0;
   for (int64_t i = 0; i < y.elem_count(); ++i) differ += (y.GetAsDouble(i) == 0) != (other.GetAsDouble(i) == 0);
   EXPECT_GT(differ, 1000);
-  ExpectTensorNear(RunOne(t, "dropout", {x}, {{"p", 0.0}}), x, 0, 0, "p = 0");
+  ExpectTensorNear(t.RunOne("dropout", {x}, {{"p", 0.0}}), x, 0, 0, "p = 0");
 }
 
 TEST(MiscOpsTest, DropoutGradLayoutsAndErrors) {
@@ -197,15 +179,16 @@ TEST(MiscOpsTest, DropoutGradLayoutsAndErrors) {
   // The mask depends on the logical index only: every S/B layout reproduces the whole tensor.
   EXPECT_EQ(t.ExpectAllSbpSignaturesMatch("dropout", {RandomTensor(DataType::kFloat32, {7, 5, 4}, 5)}, attrs), 4 + 16);
   EXPECT_EQ(t.ExpectAllSbpSignaturesMatch("dropout_grad", {RandomTensor(DataType::kFloat64, {5, 7}, 6)}, attrs), 3 + 9);
-  const OpDef* def = t.registry().Find("dropout");
-  for (const SbpSignature& s : def->sbp(attrs, {{DataType::kFloat32, Shape({4, 4})}})) {
+  const std::vector<SbpSignature> sigs = t.SbpSignatures("dropout", {{DataType::kFloat32, Shape({4, 4})}}, attrs);
+  ASSERT_FALSE(sigs.empty());
+  for (const SbpSignature& s : sigs) {
     EXPECT_FALSE(s.inputs[0].is_partial_sum()) << s.ToString();
   }
   const Tensor x = RandomTensor(DataType::kFloat32, {3}, 7);
-  ExpectInvalid(t, "dropout", {x}, {{"p", 1.0}}, "p = 1");
-  ExpectInvalid(t, "dropout", {x}, {{"p", -0.1}}, "[0, 1)");
-  ExpectInvalid(t, "dropout_grad", {x}, {{"p", 1.5}}, "[0, 1)");
-  ExpectInvalid(t, "dropout", {RandomTensor(DataType::kInt32, {3}, 7)}, {{"p", 0.5}}, "int32");
+  t.ExpectRunFails("dropout", {x}, {{"p", 1.0}}, {"p = 1"});
+  t.ExpectRunFails("dropout", {x}, {{"p", -0.1}}, {"[0, 1)"});
+  t.ExpectRunFails("dropout_grad", {x}, {{"p", 1.5}}, {"[0, 1)"});
+  t.ExpectRunFails("dropout", {RandomTensor(DataType::kInt32, {3}, 7)}, {{"p", 0.5}}, {"int32"});
 }
 
 }  // namespace

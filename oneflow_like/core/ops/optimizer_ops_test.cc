@@ -14,6 +14,7 @@ namespace {
 using testing::ExpectTensorNear;
 using testing::OpTest;
 using testing::RandomTensor;
+using testing::TensorFromDoubles;
 
 std::vector<double> AsDoubles(const Tensor& t) {
   std::vector<double> v;
@@ -21,37 +22,7 @@ std::vector<double> AsDoubles(const Tensor& t) {
   return v;
 }
 
-Tensor FromDoubles(DataType dtype, const Shape& shape, const std::vector<double>& v) {
-  Tensor t(dtype, shape);
-  for (size_t i = 0; i < v.size(); ++i) t.SetFromDouble(static_cast<int64_t>(i), v[i]);
-  return t;
-}
-
 Tensor Step(int64_t t) { return Tensor::FromVector<int64_t>(Shape({}), {t}); }
-
-std::vector<Tensor> RunOk(const OpTest& t, const std::string& op, const std::vector<Tensor>& in, const AttrMap& attrs) {
-  auto out = t.Run(op, in, attrs);
-  EXPECT_TRUE(out.ok()) << op << ": " << out.status();
-  return out.ok() ? *out : std::vector<Tensor>{};
-}
-
-// Runs the kernel with every output buffer aliasing its inplace_pairs input.
-void RunInPlace(const OpTest& t, const std::string& op, std::vector<Tensor>& in, const AttrMap& attrs) {
-  const OpDef* def = t.registry().Find(op);
-  auto full = def->ValidateAttrs(op, attrs);
-  ASSERT_TRUE(full.ok()) << full.status();
-  KernelContext ctx{op, *full, {}, {}, {}, {}, nullptr};
-  for (const Tensor& x : in) {
-    ctx.inputs.push_back(&x);
-    ctx.input_shards.push_back(ShardInfo::Whole(x.shape()));
-  }
-  ctx.outputs.resize(def->outputs.size());
-  for (const auto& [out, input] : def->inplace_pairs) {
-    ctx.outputs[out] = &in[input];
-    ctx.output_shards.push_back(ShardInfo::Whole(in[input].shape()));
-  }
-  ASSERT_TRUE(def->cpu_kernel(ctx).ok());
-}
 
 struct SgdCase {
   double lr, momentum, weight_decay;
@@ -77,14 +48,14 @@ TEST(OptimizerOpsTest, SgdThreeStepsMatchReference) {
           }
           p[i] -= c.lr * d_p;
         }
-        std::vector<Tensor> out = RunOk(t, "sgd_update", {param, grad, buf}, attrs);
+        std::vector<Tensor> out = t.RunOk("sgd_update", {param, grad, buf}, attrs);
         ASSERT_EQ(out.size(), 2u);
         param = out[0];
         buf = out[1];
-        ExpectTensorNear(param, FromDoubles(DataType::kFloat64, shape, p), 1e-5, 1e-6, "sgd param");
-        if (c.momentum != 0) ExpectTensorNear(buf, FromDoubles(DataType::kFloat64, shape, b), 1e-5, 1e-6, "sgd buf");
+        ExpectTensorNear(param, TensorFromDoubles(DataType::kFloat64, shape, p), 1e-5, 1e-6, "sgd param");
+        if (c.momentum != 0) ExpectTensorNear(buf, TensorFromDoubles(DataType::kFloat64, shape, b), 1e-5, 1e-6, "sgd buf");
         in_place[1] = grad;
-        RunInPlace(t, "sgd_update", in_place, attrs);
+        ASSERT_TRUE(t.RunInPlace("sgd_update", in_place, attrs).ok());
         ExpectTensorNear(in_place[0], param, 0, 0, "in-place param");
         ExpectTensorNear(in_place[2], buf, 0, 0, "in-place buf");
       }
@@ -134,17 +105,17 @@ TEST(OptimizerOpsTest, AdamThreeStepsMatchReference) {
           // Known value: the first bias-corrected step moves every weight by lr against its gradient.
           for (size_t i = 0; i < p.size(); ++i) EXPECT_NEAR(p_before[i] - p[i], lr * (g0[i] > 0 ? 1 : -1), 1e-6);
         }
-        std::vector<Tensor> out = RunOk(t, "adam_update", {param, grad, m, v, Step(step)}, attrs);
+        std::vector<Tensor> out = t.RunOk("adam_update", {param, grad, m, v, Step(step)}, attrs);
         ASSERT_EQ(out.size(), 3u);
         param = out[0];
         m = out[1];
         v = out[2];
-        ExpectTensorNear(param, FromDoubles(DataType::kFloat64, shape, p), 1e-5, 1e-6, "adam param");
-        ExpectTensorNear(m, FromDoubles(DataType::kFloat64, shape, rm), 1e-5, 1e-7, "adam m");
-        ExpectTensorNear(v, FromDoubles(DataType::kFloat64, shape, rv), 1e-5, 1e-8, "adam v");
+        ExpectTensorNear(param, TensorFromDoubles(DataType::kFloat64, shape, p), 1e-5, 1e-6, "adam param");
+        ExpectTensorNear(m, TensorFromDoubles(DataType::kFloat64, shape, rm), 1e-5, 1e-7, "adam m");
+        ExpectTensorNear(v, TensorFromDoubles(DataType::kFloat64, shape, rv), 1e-5, 1e-8, "adam v");
         in_place[1] = grad;
         in_place[4] = Step(step);
-        RunInPlace(t, "adam_update", in_place, attrs);
+        ASSERT_TRUE(t.RunInPlace("adam_update", in_place, attrs).ok());
         ExpectTensorNear(in_place[0], param, 0, 0, "in-place param");
         ExpectTensorNear(in_place[2], m, 0, 0, "in-place m");
         ExpectTensorNear(in_place[3], v, 0, 0, "in-place v");
@@ -177,23 +148,14 @@ TEST(OptimizerOpsTest, BadInputsNameTheOp) {
   OpTest t;
   const Tensor p = RandomTensor(DataType::kFloat32, {3, 4}, 1);
   const Tensor wrong = RandomTensor(DataType::kFloat32, {4, 3}, 2);
-  auto expect_invalid = [&](const std::string& op, const std::vector<Tensor>& in, const AttrMap& attrs,
-                            const std::string& fragment) {
-    auto out = t.Run(op, in, attrs);
-    ASSERT_FALSE(out.ok()) << op;
-    EXPECT_EQ(out.status().code(), absl::StatusCode::kInvalidArgument);
-    const std::string message(out.status().message());
-    EXPECT_NE(message.find(op + " '"), std::string::npos) << message;
-    EXPECT_NE(message.find(fragment), std::string::npos) << message << " lacks " << fragment;
-  };
-  expect_invalid("sgd_update", {p, wrong, p}, {{"lr", 0.1}}, "grad float32[4,3]");
-  expect_invalid("sgd_update", {p, p}, {{"lr", 0.1}}, "3 input");
-  expect_invalid("sgd_update", {p, p, p}, {}, "lr");
-  expect_invalid("adam_update", {p, p, p, wrong, Step(1)}, {{"lr", 0.1}}, "v float32[4,3]");
-  expect_invalid("adam_update", {p, p, p, p, Tensor::FromVector<float>(Shape({}), {1.0f})}, {{"lr", 0.1}}, "step");
-  expect_invalid("adam_update", {p, p, p, p, Step(0)}, {{"lr", 0.1}}, "step = 0");
+  t.ExpectRunFails("sgd_update", {p, wrong, p}, {{"lr", 0.1}}, {"grad float32[4,3]"});
+  t.ExpectRunFails("sgd_update", {p, p}, {{"lr", 0.1}}, {"3 input"});
+  t.ExpectRunFails("sgd_update", {p, p, p}, {}, {"lr"});
+  t.ExpectRunFails("adam_update", {p, p, p, wrong, Step(1)}, {{"lr", 0.1}}, {"v float32[4,3]"});
+  t.ExpectRunFails("adam_update", {p, p, p, p, Tensor::FromVector<float>(Shape({}), {1.0f})}, {{"lr", 0.1}}, {"step"});
+  t.ExpectRunFails("adam_update", {p, p, p, p, Step(0)}, {{"lr", 0.1}}, {"step = 0"});
   const Tensor ip = RandomTensor(DataType::kInt32, {3}, 3, 0, 5);
-  expect_invalid("sgd_update", {ip, ip, ip}, {{"lr", 0.1}}, "int32");
+  t.ExpectRunFails("sgd_update", {ip, ip, ip}, {{"lr", 0.1}}, {"int32"});
 }
 
 }  // namespace

@@ -11,21 +11,8 @@ namespace {
 using testing::ExpectTensorNear;
 using testing::OpTest;
 using testing::RandomTensor;
-
-std::vector<int64_t> Unravel(const Shape& shape, int64_t flat) {
-  std::vector<int64_t> idx(shape.num_axes());
-  for (int a = shape.num_axes() - 1; a >= 0; --a) {
-    idx[a] = flat % shape[a];
-    flat /= shape[a];
-  }
-  return idx;
-}
-
-int64_t Ravel(const Shape& shape, const std::vector<int64_t>& idx) {
-  int64_t flat = 0;
-  for (int a = 0; a < shape.num_axes(); ++a) flat = flat * shape[a] + idx[a];
-  return flat;
-}
+using testing::RavelIndex;
+using testing::UnravelIndex;
 
 // Plain reference: sum (or mean) of x over `axes` (non-negative; empty = all), in float64.
 Tensor RefReduce(const Tensor& x, std::vector<int> axes, bool keepdims, bool mean) {
@@ -47,21 +34,15 @@ Tensor RefReduce(const Tensor& x, std::vector<int> axes, bool keepdims, bool mea
   const Shape kept(kept_dims);
   Tensor y(DataType::kFloat64, kept);
   for (int64_t i = 0; i < x.elem_count(); ++i) {
-    std::vector<int64_t> idx = Unravel(xs, i);
+    std::vector<int64_t> idx = UnravelIndex(xs, i);
     for (int a : axes) idx[a] = 0;
-    const int64_t o = Ravel(kept, idx);
+    const int64_t o = RavelIndex(kept, idx);
     y.SetFromDouble(o, y.GetAsDouble(o) + x.GetAsDouble(i));
   }
   if (mean) {
     for (int64_t o = 0; o < y.elem_count(); ++o) y.SetFromDouble(o, y.GetAsDouble(o) / n);
   }
   return y.Reshaped(Shape(out_dims));
-}
-
-Tensor RunOne(const OpTest& t, const std::string& op, const std::vector<Tensor>& in, const AttrMap& attrs) {
-  auto out = t.Run(op, in, attrs);
-  EXPECT_TRUE(out.ok()) << op << ": " << out.status();
-  return out.ok() ? (*out)[0] : Tensor();
 }
 
 struct ReduceCase {
@@ -83,9 +64,9 @@ TEST(ReduceOpsTest, ReduceSumAndMeanMatchPlainLoops) {
     const Tensor x = RandomTensor(dtype, {3, 5, 7}, 1);
     for (const ReduceCase& c : Cases()) {
       const AttrMap attrs{{"axes", c.axes}, {"keepdims", c.keepdims}};
-      ExpectTensorNear(RunOne(t, "reduce_sum", {x}, attrs), RefReduce(x, c.normalized, c.keepdims, false), 1e-5, 1e-5,
+      ExpectTensorNear(t.RunOne("reduce_sum", {x}, attrs), RefReduce(x, c.normalized, c.keepdims, false), 1e-5, 1e-5,
                        "reduce_sum " + AttrValueToString(c.axes));
-      ExpectTensorNear(RunOne(t, "reduce_mean", {x}, attrs), RefReduce(x, c.normalized, c.keepdims, true), 1e-5,
+      ExpectTensorNear(t.RunOne("reduce_mean", {x}, attrs), RefReduce(x, c.normalized, c.keepdims, true), 1e-5,
                        1e-6, "reduce_mean " + AttrValueToString(c.axes));
     }
   }
@@ -94,15 +75,15 @@ TEST(ReduceOpsTest, ReduceSumAndMeanMatchPlainLoops) {
 TEST(ReduceOpsTest, ReduceSumIntegersAndScalars) {
   OpTest t;
   const Tensor xi = RandomTensor(DataType::kInt64, {4, 3}, 2, -50, 50);
-  Tensor y = RunOne(t, "reduce_sum", {xi}, {{"axes", std::vector<int64_t>{0}}});
+  Tensor y = t.RunOne("reduce_sum", {xi}, {{"axes", std::vector<int64_t>{0}}});
   EXPECT_EQ(y.dtype(), DataType::kInt64);
   ExpectTensorNear(y, RefReduce(xi, {0}, false, false), 0, 0);
   // A full reduction yields a scalar; reducing a scalar is the identity.
   const Tensor x = Tensor::FromVector<double>({2, 2}, {1.5, 2.0, -4.0, 8.0});
-  Tensor s = RunOne(t, "reduce_sum", {x}, {});
+  Tensor s = t.RunOne("reduce_sum", {x}, {});
   EXPECT_EQ(s.shape(), Shape({}));
   EXPECT_DOUBLE_EQ(s.GetAsDouble(0), 7.5);
-  EXPECT_DOUBLE_EQ(RunOne(t, "reduce_mean", {s}, {}).GetAsDouble(0), 7.5);
+  EXPECT_DOUBLE_EQ(t.RunOne("reduce_mean", {s}, {}).GetAsDouble(0), 7.5);
 }
 
 TEST(ReduceOpsTest, Gradients) {
@@ -130,11 +111,10 @@ TEST(ReduceOpsTest, AllSbpSignatures) {
 
 TEST(ReduceOpsTest, SplitOnReducedAxisGivesPartialSum) {
   OpTest t;
-  const OpDef* def = t.registry().Find("reduce_mean");
-  ASSERT_NE(def, nullptr);
-  const auto sigs = def->sbp({{"axes", std::vector<int64_t>{1}}, {"keepdims", false}},
-                             {{DataType::kFloat32, Shape({4, 5, 6})}});
-  auto has = [&](const SbpSignature& s) { return std::find(sigs.begin(), sigs.end(), s) != sigs.end(); };
+  const auto sigs = t.SbpSignatures("reduce_mean", {{DataType::kFloat32, Shape({4, 5, 6})}},
+                                    {{"axes", std::vector<int64_t>{1}}, {"keepdims", false}});
+  ASSERT_FALSE(sigs.empty());
+  auto has = [&](const SbpSignature& s) { return testing::HasSignature(sigs, s); };
   EXPECT_TRUE(has({{Sbp::Split(0)}, {Sbp::Split(0)}}));
   EXPECT_TRUE(has({{Sbp::Split(1)}, {Sbp::PartialSum()}}));
   EXPECT_TRUE(has({{Sbp::Split(2)}, {Sbp::Split(1)}}));
@@ -147,10 +127,10 @@ Tensor RefBroadcast(const Tensor& x, const Shape& target) {
   Tensor y(DataType::kFloat64, target);
   const int off = target.num_axes() - x.shape().num_axes();
   for (int64_t i = 0; i < y.elem_count(); ++i) {
-    const std::vector<int64_t> idx = Unravel(target, i);
+    const std::vector<int64_t> idx = UnravelIndex(target, i);
     std::vector<int64_t> src;
     for (int a = 0; a < x.shape().num_axes(); ++a) src.push_back(x.shape()[a] == 1 ? 0 : idx[a + off]);
-    y.SetFromDouble(i, x.GetAsDouble(Ravel(x.shape(), src)));
+    y.SetFromDouble(i, x.GetAsDouble(RavelIndex(x.shape(), src)));
   }
   return y;
 }
@@ -167,7 +147,7 @@ TEST(ReduceOpsTest, BroadcastToForwardGradAndSbp) {
     const AttrMap attrs{{"shape", c.to.dims()}};
     for (DataType dtype : {DataType::kFloat32, DataType::kFloat64, DataType::kInt32, DataType::kBool}) {
       const Tensor x = RandomTensor(dtype, c.from, 5, -3, 3);
-      ExpectTensorNear(RunOne(t, "broadcast_to", {x}, attrs), RefBroadcast(x, c.to), 0, 0,
+      ExpectTensorNear(t.RunOne("broadcast_to", {x}, attrs), RefBroadcast(x, c.to), 0, 0,
                        c.from.ToString() + " -> " + c.to.ToString());
     }
     const Tensor x64 = RandomTensor(DataType::kFloat64, c.from, 6);
@@ -180,21 +160,12 @@ TEST(ReduceOpsTest, BroadcastToForwardGradAndSbp) {
 TEST(ReduceOpsTest, BadInputsNameTheOp) {
   OpTest t;
   const Tensor x = RandomTensor(DataType::kFloat32, {3, 4}, 8);
-  auto expect_error = [&](const std::string& op, const std::vector<Tensor>& in, const AttrMap& attrs,
-                          const std::string& fragment) {
-    auto out = t.Run(op, in, attrs);
-    ASSERT_FALSE(out.ok()) << op;
-    EXPECT_EQ(out.status().code(), absl::StatusCode::kInvalidArgument);
-    const std::string message(out.status().message());
-    EXPECT_NE(message.find(op + " '"), std::string::npos) << message;
-    EXPECT_NE(message.find(fragment), std::string::npos) << message;
-  };
-  expect_error("reduce_sum", {x}, {{"axes", std::vector<int64_t>{2}}}, "[3,4]");
-  expect_error("reduce_sum", {x}, {{"axes", std::vector<int64_t>{-3}}}, "out of range");
-  expect_error("reduce_mean", {x}, {{"axes", std::vector<int64_t>{1, -1}}}, "twice");
-  expect_error("reduce_mean", {RandomTensor(DataType::kInt32, {3}, 1)}, {}, "int32");
-  expect_error("broadcast_to", {x}, {{"shape", std::vector<int64_t>{3, 5}}}, "[3,5]");
-  expect_error("broadcast_to", {x}, {{"shape", std::vector<int64_t>{4}}}, "[3,4]");
+  t.ExpectRunFails("reduce_sum", {x}, {{"axes", std::vector<int64_t>{2}}}, {"[3,4]"});
+  t.ExpectRunFails("reduce_sum", {x}, {{"axes", std::vector<int64_t>{-3}}}, {"out of range"});
+  t.ExpectRunFails("reduce_mean", {x}, {{"axes", std::vector<int64_t>{1, -1}}}, {"twice"});
+  t.ExpectRunFails("reduce_mean", {RandomTensor(DataType::kInt32, {3}, 1)}, {}, {"int32"});
+  t.ExpectRunFails("broadcast_to", {x}, {{"shape", std::vector<int64_t>{3, 5}}}, {"[3,5]"});
+  t.ExpectRunFails("broadcast_to", {x}, {{"shape", std::vector<int64_t>{4}}}, {"[3,4]"});
 }
 
 }  // namespace

@@ -1,7 +1,6 @@
 // Tests for reshape, transpose, slice, slice_grad, concat, split and identity: forward against
 // index-mapping references written here (several dtypes: the kernels move raw bytes), gradients
 // against finite differences, every SBP signature through the shard simulator, and errors.
-#include <algorithm>
 #include <functional>
 
 #include "gtest/gtest.h"
@@ -11,74 +10,35 @@ namespace oneflow_like {
 namespace {
 
 using testing::ExpectTensorNear;
+using testing::HasSignature;
 using testing::OpTest;
 using testing::RandomTensor;
+using testing::RavelIndex;
+using testing::UnravelIndex;
 using Index = std::vector<int64_t>;
 
 const DataType kAllTypes[] = {DataType::kFloat32, DataType::kFloat64, DataType::kInt32,
                               DataType::kInt64,   DataType::kBool,    DataType::kBFloat16};
 
-Index Unravel(const Shape& shape, int64_t flat) {
-  Index idx(shape.num_axes());
-  for (int a = shape.num_axes() - 1; a >= 0; --a) {
-    idx[a] = flat % shape[a];
-    flat /= shape[a];
-  }
-  return idx;
-}
-
-int64_t Ravel(const Shape& shape, const Index& idx) {
-  int64_t flat = 0;
-  for (int a = 0; a < shape.num_axes(); ++a) flat = flat * shape[a] + idx[a];
-  return flat;
-}
-
 // y[idx] = x[source(idx)] for every idx of `out_shape`.
 Tensor RefGather(const Tensor& x, const Shape& out_shape, const std::function<Index(const Index&)>& source) {
   Tensor y(x.dtype(), out_shape);
-  for (int64_t i = 0; i < y.elem_count(); ++i) y.SetFromDouble(i, x.GetAsDouble(Ravel(x.shape(), source(Unravel(out_shape, i)))));
+  for (int64_t i = 0; i < y.elem_count(); ++i) {
+    y.SetFromDouble(i, x.GetAsDouble(RavelIndex(x.shape(), source(UnravelIndex(out_shape, i)))));
+  }
   return y;
-}
-
-std::vector<Tensor> RunAll(const OpTest& t, const std::string& op, const std::vector<Tensor>& in, const AttrMap& attrs) {
-  auto out = t.Run(op, in, attrs);
-  EXPECT_TRUE(out.ok()) << op << ": " << out.status();
-  return out.ok() ? *out : std::vector<Tensor>{};
-}
-
-Tensor RunOne(const OpTest& t, const std::string& op, const std::vector<Tensor>& in, const AttrMap& attrs) {
-  std::vector<Tensor> out = RunAll(t, op, in, attrs);
-  return out.empty() ? Tensor() : out[0];
-}
-
-void ExpectInvalid(const OpTest& t, const std::string& op, const std::vector<Tensor>& in, const AttrMap& attrs,
-                   const std::vector<std::string>& fragments) {
-  auto out = t.Run(op, in, attrs);
-  ASSERT_FALSE(out.ok()) << op << " " << attrs.ToString();
-  EXPECT_EQ(out.status().code(), absl::StatusCode::kInvalidArgument);
-  const std::string message(out.status().message());
-  EXPECT_NE(message.find(op + " '"), std::string::npos) << message;
-  for (const std::string& f : fragments) EXPECT_NE(message.find(f), std::string::npos) << message << " lacks " << f;
-}
-
-bool HasSignature(const OpTest& t, const std::string& op, const AttrMap& attrs, const std::vector<TensorDesc>& in,
-                  const SbpSignature& sig) {
-  const OpDef* def = t.registry().Find(op);
-  auto full = def->ValidateAttrs(op, attrs);
-  EXPECT_TRUE(full.ok()) << full.status();
-  const auto sigs = def->sbp(*full, in);
-  return std::find(sigs.begin(), sigs.end(), sig) != sigs.end();
 }
 
 TEST(ShapeOpsTest, ReshapeKeepsRowMajorOrder) {
   OpTest t;
   for (DataType dtype : kAllTypes) {
     const Tensor x = RandomTensor(dtype, {2, 3, 5}, 1, -9, 9);
-    Tensor y = RunOne(t, "reshape", {x}, {{"shape", std::vector<int64_t>{5, -1}}});
+    Tensor y = t.RunOne("reshape", {x}, {{"shape", std::vector<int64_t>{5, -1}}});
     ASSERT_EQ(y.shape(), Shape({5, 6}));
     ExpectTensorNear(y.Reshaped(x.shape()), x, 0, 0, DataTypeName(dtype));
   }
-  EXPECT_EQ(RunOne(t, "reshape", {RandomTensor(DataType::kFloat32, {1}, 2)}, {{"shape", std::vector<int64_t>{}}}).shape(),
+  EXPECT_EQ(t.RunOne("reshape", {RandomTensor(DataType::kFloat32, {1}, 2)}, {{"shape", std::vector<int64_t>{}}})
+                .shape(),
             Shape({}));
 }
 
@@ -89,19 +49,19 @@ TEST(ShapeOpsTest, ReshapeGradSbpAndErrors) {
   // [6,5] -> [2,3,5]: axis 1 (5) maps to axis 2; axis 0 (6 = 2x3) has no exact image.
   const AttrMap attrs{{"shape", std::vector<int64_t>{2, 3, 5}}};
   const std::vector<TensorDesc> in{{DataType::kFloat32, Shape({6, 5})}};
-  EXPECT_TRUE(HasSignature(t, "reshape", attrs, in, {{Sbp::Split(1)}, {Sbp::Split(2)}}));
-  EXPECT_FALSE(HasSignature(t, "reshape", attrs, in, {{Sbp::Split(0)}, {Sbp::Split(0)}}));
+  EXPECT_TRUE(HasSignature(t.SbpSignatures("reshape", in, attrs), {{Sbp::Split(1)}, {Sbp::Split(2)}}));
+  EXPECT_FALSE(HasSignature(t.SbpSignatures("reshape", in, attrs), {{Sbp::Split(0)}, {Sbp::Split(0)}}));
   t.ExpectAllSbpSignaturesMatch("reshape", {RandomTensor(DataType::kFloat32, {6, 5}, 4)}, attrs);
   t.ExpectAllSbpSignaturesMatch("reshape", {RandomTensor(DataType::kFloat32, {5, 3, 7}, 4)},
                                 {{"shape", std::vector<int64_t>{5, 21}}});
   EXPECT_EQ(t.ExpectAllSbpSignaturesMatch("reshape", {RandomTensor(DataType::kInt32, {5, 3, 7}, 4)},
                                           {{"shape", std::vector<int64_t>{15, 7}}}),
             3 + 9);  // S(2)->S(1), B, P (3-D: every pair)
-  ExpectInvalid(t, "reshape", {RandomTensor(DataType::kFloat32, {3, 4}, 5)}, {{"shape", std::vector<int64_t>{5, 2}}},
+  t.ExpectRunFails("reshape", {RandomTensor(DataType::kFloat32, {3, 4}, 5)}, {{"shape", std::vector<int64_t>{5, 2}}},
                 {"[3,4]", "[5,2]"});
-  ExpectInvalid(t, "reshape", {RandomTensor(DataType::kFloat32, {3, 4}, 5)}, {{"shape", std::vector<int64_t>{-1, 5}}},
+  t.ExpectRunFails("reshape", {RandomTensor(DataType::kFloat32, {3, 4}, 5)}, {{"shape", std::vector<int64_t>{-1, 5}}},
                 {"[3,4]", "-1"});
-  ExpectInvalid(t, "reshape", {RandomTensor(DataType::kFloat32, {3, 4}, 5)}, {{"shape", std::vector<int64_t>{-1, -1}}},
+  t.ExpectRunFails("reshape", {RandomTensor(DataType::kFloat32, {3, 4}, 5)}, {{"shape", std::vector<int64_t>{-1, -1}}},
                 {"[3,4]"});
 }
 
@@ -110,19 +70,19 @@ TEST(ShapeOpsTest, Transpose) {
   const std::vector<int64_t> perm{2, 0, 1};
   for (DataType dtype : kAllTypes) {
     const Tensor x = RandomTensor(dtype, {3, 4, 5}, 6, -9, 9);
-    ExpectTensorNear(RunOne(t, "transpose", {x}, {{"perm", perm}}),
+    ExpectTensorNear(t.RunOne("transpose", {x}, {{"perm", perm}}),
                      RefGather(x, {5, 3, 4}, [](const Index& i) { return Index{i[1], i[2], i[0]}; }), 0, 0,
                      DataTypeName(dtype));
   }
   const Tensor x2 = RandomTensor(DataType::kFloat64, {7, 3}, 7);
-  ExpectTensorNear(RunOne(t, "transpose", {x2}, {{"perm", std::vector<int64_t>{1, 0}}}),
+  ExpectTensorNear(t.RunOne("transpose", {x2}, {{"perm", std::vector<int64_t>{1, 0}}}),
                    RefGather(x2, {3, 7}, [](const Index& i) { return Index{i[1], i[0]}; }), 0, 0);
   t.ExpectGradientsMatch("transpose", {RandomTensor(DataType::kFloat64, {2, 3, 4}, 8)}, {{"perm", perm}});
-  EXPECT_TRUE(HasSignature(t, "transpose", {{"perm", perm}}, {{DataType::kFloat32, Shape({3, 4, 5})}},
+  EXPECT_TRUE(HasSignature(t.SbpSignatures("transpose", {{DataType::kFloat32, Shape({3, 4, 5})}}, {{"perm", perm}}),
                            {{Sbp::Split(2)}, {Sbp::Split(0)}}));
   t.ExpectAllSbpSignaturesMatch("transpose", {RandomTensor(DataType::kFloat32, {5, 3, 7}, 9)}, {{"perm", perm}});
-  ExpectInvalid(t, "transpose", {x2}, {{"perm", std::vector<int64_t>{0, 0}}}, {"perm", "[7,3]"});
-  ExpectInvalid(t, "transpose", {x2}, {{"perm", std::vector<int64_t>{1, 0, 2}}}, {"perm"});
+  t.ExpectRunFails("transpose", {x2}, {{"perm", std::vector<int64_t>{0, 0}}}, {"perm", "[7,3]"});
+  t.ExpectRunFails("transpose", {x2}, {{"perm", std::vector<int64_t>{1, 0, 2}}}, {"perm"});
 }
 
 TEST(ShapeOpsTest, SliceAndSliceGrad) {
@@ -131,13 +91,13 @@ TEST(ShapeOpsTest, SliceAndSliceGrad) {
   const AttrMap attrs{{"begin", std::vector<int64_t>{1, 0, -5}}, {"end", std::vector<int64_t>{4, 6, -1}}};
   for (DataType dtype : kAllTypes) {
     const Tensor x = RandomTensor(dtype, {5, 6, 7}, 10, -9, 9);
-    ExpectTensorNear(RunOne(t, "slice", {x}, attrs),
+    ExpectTensorNear(t.RunOne("slice", {x}, attrs),
                      RefGather(x, {3, 6, 4}, [](const Index& i) { return Index{i[0] + 1, i[1], i[2] + 2}; }), 0, 0,
                      DataTypeName(dtype));
   }
   t.ExpectGradientsMatch("slice", {RandomTensor(DataType::kFloat64, {5, 6, 7}, 11)}, attrs);
   t.ExpectAllSbpSignaturesMatch("slice", {RandomTensor(DataType::kFloat32, {5, 6, 7}, 12)}, attrs);
-  EXPECT_FALSE(HasSignature(t, "slice", attrs, {{DataType::kFloat32, Shape({5, 6, 7})}},
+  EXPECT_FALSE(HasSignature(t.SbpSignatures("slice", {{DataType::kFloat32, Shape({5, 6, 7})}}, attrs),
                             {{Sbp::Split(0)}, {Sbp::Split(0)}}));
 
   // slice_grad: zeros with dy placed at [begin, end).
@@ -146,20 +106,20 @@ TEST(ShapeOpsTest, SliceAndSliceGrad) {
   const Tensor dy = RandomTensor(DataType::kFloat64, {3, 6, 4}, 13);
   Tensor expected(DataType::kFloat64, {5, 6, 7});
   for (int64_t i = 0; i < dy.elem_count(); ++i) {
-    Index idx = Unravel(dy.shape(), i);
-    expected.SetFromDouble(Ravel(expected.shape(), {idx[0] + 1, idx[1], idx[2] + 2}), dy.GetAsDouble(i));
+    Index idx = UnravelIndex(dy.shape(), i);
+    expected.SetFromDouble(RavelIndex(expected.shape(), {idx[0] + 1, idx[1], idx[2] + 2}), dy.GetAsDouble(i));
   }
-  ExpectTensorNear(RunOne(t, "slice_grad", {dy}, grad_attrs), expected, 0, 0);
+  ExpectTensorNear(t.RunOne("slice_grad", {dy}, grad_attrs), expected, 0, 0);
   t.ExpectGradientsMatch("slice_grad", {dy}, grad_attrs);
   t.ExpectAllSbpSignaturesMatch("slice_grad", {dy}, grad_attrs);
 
   const Tensor x = RandomTensor(DataType::kFloat32, {5, 6, 7}, 14);
-  ExpectInvalid(t, "slice", {x}, {{"begin", std::vector<int64_t>{0, 0, 0}}, {"end", std::vector<int64_t>{6, 6, 7}}},
+  t.ExpectRunFails("slice", {x}, {{"begin", std::vector<int64_t>{0, 0, 0}}, {"end", std::vector<int64_t>{6, 6, 7}}},
                 {"out of range", "[5,6,7]"});
-  ExpectInvalid(t, "slice", {x}, {{"begin", std::vector<int64_t>{3, 0, 0}}, {"end", std::vector<int64_t>{2, 6, 7}}},
+  t.ExpectRunFails("slice", {x}, {{"begin", std::vector<int64_t>{3, 0, 0}}, {"end", std::vector<int64_t>{2, 6, 7}}},
                 {"axis 0"});
-  ExpectInvalid(t, "slice", {x}, {{"begin", std::vector<int64_t>{0}}, {"end", std::vector<int64_t>{1}}}, {"per axis"});
-  ExpectInvalid(t, "slice_grad", {x}, grad_attrs, {"[5,6,7]", "[3,6,4]"});
+  t.ExpectRunFails("slice", {x}, {{"begin", std::vector<int64_t>{0}}, {"end", std::vector<int64_t>{1}}}, {"per axis"});
+  t.ExpectRunFails("slice_grad", {x}, grad_attrs, {"[5,6,7]", "[3,6,4]"});
 }
 
 TEST(ShapeOpsTest, ConcatAndSplit) {
@@ -168,17 +128,17 @@ TEST(ShapeOpsTest, ConcatAndSplit) {
   for (DataType dtype : kAllTypes) {
     std::vector<Tensor> parts;
     for (int64_t s : sizes) parts.push_back(RandomTensor(dtype, {3, s, 4}, 20 + s, -9, 9));
-    Tensor y = RunOne(t, "concat", parts, {{"axis", int64_t{-2}}});
+    Tensor y = t.RunOne("concat", parts, {{"axis", int64_t{-2}}});
     Tensor expected(dtype, {3, 8, 4});
     for (int64_t i = 0; i < expected.elem_count(); ++i) {
-      Index idx = Unravel(expected.shape(), i);
+      Index idx = UnravelIndex(expected.shape(), i);
       int k = 0;
       while (idx[1] >= sizes[k]) idx[1] -= sizes[k++];
-      expected.SetFromDouble(i, parts[k].GetAsDouble(Ravel(parts[k].shape(), idx)));
+      expected.SetFromDouble(i, parts[k].GetAsDouble(RavelIndex(parts[k].shape(), idx)));
     }
     ExpectTensorNear(y, expected, 0, 0, "concat " + DataTypeName(dtype));
     // split undoes concat.
-    std::vector<Tensor> back = RunAll(t, "split", {y}, {{"axis", int64_t{1}}, {"sizes", sizes}});
+    std::vector<Tensor> back = t.RunOk("split", {y}, {{"axis", int64_t{1}}, {"sizes", sizes}});
     ASSERT_EQ(back.size(), 3u);
     for (int k = 0; k < 3; ++k) ExpectTensorNear(back[k], parts[k], 0, 0, "split " + DataTypeName(dtype));
   }
@@ -191,30 +151,30 @@ TEST(ShapeOpsTest, ConcatAndSplit) {
   std::vector<Tensor> odd;
   for (int64_t s : {3, 4}) odd.push_back(RandomTensor(DataType::kFloat32, {5, s, 7}, 40 + s));
   t.ExpectAllSbpSignaturesMatch("concat", odd, {{"axis", int64_t{1}}});
-  EXPECT_FALSE(HasSignature(t, "concat", {{"axis", int64_t{1}}}, {odd[0].desc(), odd[1].desc()},
+  EXPECT_FALSE(HasSignature(t.SbpSignatures("concat", {odd[0].desc(), odd[1].desc()}, {{"axis", int64_t{1}}}),
                             {{Sbp::Split(1), Sbp::Split(1)}, {Sbp::Split(1)}}));
   t.ExpectAllSbpSignaturesMatch("split", {RandomTensor(DataType::kFloat32, {5, 7, 9}, 41)},
                                 {{"axis", int64_t{-1}}, {"sizes", std::vector<int64_t>{4, 1, 4}}});
   // An empty part (ValidateNdSbp rejects zero-size dims, so forward only).
-  std::vector<Tensor> with_empty = RunAll(t, "split", {x}, {{"axis", int64_t{1}}, {"sizes", std::vector<int64_t>{8, 0}}});
+  std::vector<Tensor> with_empty = t.RunOk("split", {x}, {{"axis", int64_t{1}}, {"sizes", std::vector<int64_t>{8, 0}}});
   ASSERT_EQ(with_empty.size(), 2u);
   ExpectTensorNear(with_empty[0], x, 0, 0);
   EXPECT_EQ(with_empty[1].shape(), Shape({3, 0, 5}));
 
-  ExpectInvalid(t, "concat", {odd[0], RandomTensor(DataType::kFloat32, {5, 3, 6}, 1)}, {{"axis", int64_t{1}}},
+  t.ExpectRunFails("concat", {odd[0], RandomTensor(DataType::kFloat32, {5, 3, 6}, 1)}, {{"axis", int64_t{1}}},
                 {"input 1", "[5,3,6]", "[5,3,7]"});
-  ExpectInvalid(t, "concat", {odd[0], RandomTensor(DataType::kFloat64, {5, 3, 7}, 1)}, {{"axis", int64_t{1}}},
+  t.ExpectRunFails("concat", {odd[0], RandomTensor(DataType::kFloat64, {5, 3, 7}, 1)}, {{"axis", int64_t{1}}},
                 {"float64"});
-  ExpectInvalid(t, "concat", {odd[0]}, {{"axis", int64_t{3}}}, {"axis 3"});
-  ExpectInvalid(t, "split", {x}, {{"axis", int64_t{1}}, {"sizes", std::vector<int64_t>{3, 3}}}, {"[3,3]", "sum to 8"});
-  ExpectInvalid(t, "split", {x}, {{"axis", int64_t{1}}, {"sizes", std::vector<int64_t>{9, -1}}}, {"non-negative"});
+  t.ExpectRunFails("concat", {odd[0]}, {{"axis", int64_t{3}}}, {"axis 3"});
+  t.ExpectRunFails("split", {x}, {{"axis", int64_t{1}}, {"sizes", std::vector<int64_t>{3, 3}}}, {"[3,3]", "sum to 8"});
+  t.ExpectRunFails("split", {x}, {{"axis", int64_t{1}}, {"sizes", std::vector<int64_t>{9, -1}}}, {"non-negative"});
 }
 
 TEST(ShapeOpsTest, Identity) {
   OpTest t;
   for (DataType dtype : kAllTypes) {
     const Tensor x = RandomTensor(dtype, {4, 3}, 50, -9, 9);
-    ExpectTensorNear(RunOne(t, "identity", {x}, {}), x, 0, 0, DataTypeName(dtype));
+    ExpectTensorNear(t.RunOne("identity", {x}, {}), x, 0, 0, DataTypeName(dtype));
   }
   t.ExpectGradientsMatch("identity", {RandomTensor(DataType::kFloat64, {4, 3}, 51)});
   EXPECT_EQ(t.ExpectAllSbpSignaturesMatch("identity", {RandomTensor(DataType::kFloat32, {5, 7}, 52)}), 4 + 16);

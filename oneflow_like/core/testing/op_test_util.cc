@@ -1,6 +1,8 @@
 #include "oneflow_like/core/testing/op_test_util.h"
 
+#include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <map>
 
 #include "absl/strings/str_cat.h"
@@ -22,12 +24,30 @@ uint64_t SplitMix64(uint64_t& state) {
 }
 
 std::string MultiIndex(const Shape& shape, int64_t flat) {
-  std::vector<int64_t> idx(shape.num_axes());
-  for (int a = shape.num_axes() - 1; a >= 0; --a) {
-    idx[a] = shape.dim(a) == 0 ? 0 : flat % shape.dim(a);
-    flat = shape.dim(a) == 0 ? 0 : flat / shape.dim(a);
-  }
-  return absl::StrCat("[", absl::StrJoin(idx, ","), "]");
+  return absl::StrCat("[", absl::StrJoin(UnravelIndex(shape, flat), ","), "]");
+}
+
+// Byte patterns for output buffers: the default poison (NaN / 0x5A, see the header) and a
+// second one (0xA5 everywhere: finite floats, other integers) that ExpectWritesEveryOutput
+// compares against.
+enum class Poison { kDefault, kAlternate };
+
+Tensor Poisoned(const TensorDesc& desc, Poison poison) {
+  Tensor t(desc);
+  const int byte = poison == Poison::kAlternate ? 0xA5 : IsFloatingPoint(desc.dtype) ? 0xFF : 0x5A;
+  if (t.byte_size() > 0) std::memset(t.raw_data(), byte, t.byte_size());
+  return t;
+}
+
+absl::StatusOr<std::vector<Tensor>> RunPoisoned(const OpRegistry& registry, const std::string& op_type,
+                                                const std::vector<Tensor>& inputs, const AttrMap& attrs,
+                                                const std::vector<ShardInfo>& input_shards,
+                                                const std::vector<TensorDesc>& output_descs,
+                                                const std::vector<ShardInfo>& output_shards, Poison poison) {
+  std::vector<Tensor> outputs;
+  for (const TensorDesc& d : output_descs) outputs.push_back(Poisoned(d, poison));
+  RETURN_IF_ERROR(RunKernel(registry, op_type, inputs, attrs, input_shards, &outputs, output_shards));
+  return outputs;
 }
 
 // Eager autograd context: values live in a name -> Tensor map; emitted ops run immediately.
@@ -90,6 +110,12 @@ class EagerGradContext : public GradContext {
   int next_id_ = 0;
 };
 
+Tensor Converted(const Tensor& t, DataType dtype) {
+  Tensor out(dtype, t.shape());
+  for (int64_t i = 0; i < t.elem_count(); ++i) out.SetFromDouble(i, t.GetAsDouble(i));
+  return out;
+}
+
 double WeightedSum(const std::vector<Tensor>& outs, const std::vector<Tensor>& weights) {
   double l = 0;
   for (size_t k = 0; k < outs.size(); ++k) {
@@ -113,17 +139,15 @@ Tensor RandomTensor(DataType dtype, const Shape& shape, uint64_t seed, double lo
   return t;
 }
 
-Tensor ToDouble(const Tensor& t) {
-  Tensor out(DataType::kFloat64, t.shape());
-  for (int64_t i = 0; i < t.elem_count(); ++i) out.SetFromDouble(i, t.GetAsDouble(i));
-  return out;
+Tensor TensorFromDoubles(DataType dtype, const Shape& shape, const std::vector<double>& values) {
+  Tensor t(dtype, shape);
+  CHECK_EQ(static_cast<int64_t>(values.size()), t.elem_count()) << shape.ToString();
+  for (int64_t i = 0; i < t.elem_count(); ++i) t.SetFromDouble(i, values[i]);
+  return t;
 }
 
-Tensor ToFloat(const Tensor& t) {
-  Tensor out(DataType::kFloat32, t.shape());
-  for (int64_t i = 0; i < t.elem_count(); ++i) out.SetFromDouble(i, t.GetAsDouble(i));
-  return out;
-}
+Tensor ToDouble(const Tensor& t) { return Converted(t, DataType::kFloat64); }
+Tensor ToFloat(const Tensor& t) { return Converted(t, DataType::kFloat32); }
 
 void ExpectTensorNear(const Tensor& actual, const Tensor& expected, double rtol, double atol,
                       const std::string& what) {
@@ -146,6 +170,35 @@ void ExpectTensorNear(const Tensor& actual, const Tensor& expected, double rtol,
   if (bad > 5) ADD_FAILURE() << what << ": " << bad << " mismatching elements in total";
 }
 
+Tensor PoisonedTensor(const TensorDesc& desc) { return Poisoned(desc, Poison::kDefault); }
+
+void ExpectInvalidArgument(const absl::Status& status, const std::vector<std::string>& fragments) {
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument) << status;
+  const std::string message(status.message());
+  for (const std::string& f : fragments) {
+    EXPECT_NE(message.find(f), std::string::npos) << "'" << f << "' missing from: " << status;
+  }
+}
+
+std::vector<int64_t> UnravelIndex(const Shape& shape, int64_t flat) {
+  std::vector<int64_t> index(shape.num_axes());
+  for (int a = shape.num_axes() - 1; a >= 0; --a) {
+    index[a] = shape.dim(a) == 0 ? 0 : flat % shape.dim(a);
+    flat = shape.dim(a) == 0 ? 0 : flat / shape.dim(a);
+  }
+  return index;
+}
+
+int64_t RavelIndex(const Shape& shape, const std::vector<int64_t>& index) {
+  int64_t flat = 0;
+  for (int a = 0; a < shape.num_axes(); ++a) flat = flat * shape.dim(a) + index[a];
+  return flat;
+}
+
+bool HasSignature(const std::vector<SbpSignature>& signatures, const SbpSignature& signature) {
+  return std::find(signatures.begin(), signatures.end(), signature) != signatures.end();
+}
+
 OpTest::OpTest() {
   absl::Status s = RegisterBuiltinOps(&registry_);
   CHECK(s.ok()) << s;
@@ -153,14 +206,85 @@ OpTest::OpTest() {
 
 absl::StatusOr<std::vector<Tensor>> OpTest::Run(const std::string& op_type, const std::vector<Tensor>& inputs,
                                                 const AttrMap& attrs) const {
-  return RunOp(registry_, op_type, inputs, attrs);
+  ASSIGN_OR_RETURN(std::vector<TensorDesc> out_descs, InferOutputs(registry_, op_type, inputs, attrs));
+  return RunPoisoned(registry_, op_type, inputs, attrs, {}, out_descs, {}, Poison::kDefault);
 }
 
 absl::StatusOr<std::vector<Tensor>> OpTest::RunShard(const std::string& op_type, const std::vector<Tensor>& inputs,
                                                      const AttrMap& attrs, const std::vector<ShardInfo>& input_shards,
                                                      const std::vector<TensorDesc>& output_descs,
                                                      const std::vector<ShardInfo>& output_shards) const {
-  return RunOpShard(registry_, op_type, inputs, attrs, input_shards, output_descs, output_shards);
+  return RunPoisoned(registry_, op_type, inputs, attrs, input_shards, output_descs, output_shards, Poison::kDefault);
+}
+
+std::vector<Tensor> OpTest::RunOk(const std::string& op_type, const std::vector<Tensor>& inputs,
+                                  const AttrMap& attrs) const {
+  auto outs = Run(op_type, inputs, attrs);
+  EXPECT_TRUE(outs.ok()) << op_type << " " << attrs.ToString() << ": " << outs.status();
+  return outs.ok() ? *std::move(outs) : std::vector<Tensor>{};
+}
+
+Tensor OpTest::RunOne(const std::string& op_type, const std::vector<Tensor>& inputs, const AttrMap& attrs) const {
+  std::vector<Tensor> outs = RunOk(op_type, inputs, attrs);
+  return outs.empty() ? Tensor() : outs[0];
+}
+
+absl::StatusOr<std::vector<Tensor>> OpTest::RunInPlace(const std::string& op_type, const std::vector<Tensor>& inputs,
+                                                       const AttrMap& attrs) const {
+  ASSIGN_OR_RETURN(const OpDef* def, registry_.Get(op_type));
+  ASSIGN_OR_RETURN(std::vector<TensorDesc> out_descs, InferOutputs(registry_, op_type, inputs, attrs));
+  std::vector<Tensor> outputs;
+  for (const TensorDesc& d : out_descs) outputs.push_back(PoisonedTensor(d));
+  for (const auto& [out, in] : def->inplace_pairs) {
+    if (out < static_cast<int>(outputs.size()) && in < static_cast<int>(inputs.size()) &&
+        outputs[out].desc() == inputs[in].desc()) {
+      outputs[out] = inputs[in];  // shares the buffer
+    }
+  }
+  RETURN_IF_ERROR(RunKernel(registry_, op_type, inputs, attrs, {}, &outputs, {}));
+  return outputs;
+}
+
+void OpTest::ExpectRunFails(const std::string& op, const std::vector<Tensor>& inputs, const AttrMap& attrs,
+                            const std::vector<std::string>& fragments) const {
+  SCOPED_TRACE(absl::StrCat("ExpectRunFails(", op, " ", attrs.ToString(), ")"));
+  std::vector<std::string> all = fragments;
+  all.insert(all.begin(), op + " '");
+  ExpectInvalidArgument(Run(op, inputs, attrs).status(), all);
+}
+
+void OpTest::ExpectWritesEveryOutput(const std::string& op_type, const std::vector<Tensor>& inputs,
+                                     const AttrMap& attrs) const {
+  auto descs = InferOutputs(registry_, op_type, inputs, attrs);
+  ASSERT_TRUE(descs.ok()) << descs.status();
+  auto first = RunPoisoned(registry_, op_type, inputs, attrs, {}, *descs, {}, Poison::kDefault);
+  auto second = RunPoisoned(registry_, op_type, inputs, attrs, {}, *descs, {}, Poison::kAlternate);
+  ASSERT_TRUE(first.ok() && second.ok()) << first.status() << " / " << second.status();
+  for (size_t k = 0; k < descs->size(); ++k) {
+    const Tensor &a = (*first)[k], &b = (*second)[k];
+    if (a.byte_size() == 0 || std::memcmp(a.raw_data(), b.raw_data(), a.byte_size()) == 0) continue;
+    const int64_t size = SizeOf(a.dtype());
+    int64_t e = 0;
+    while (std::memcmp(static_cast<const char*>(a.raw_data()) + e * size,
+                       static_cast<const char*>(b.raw_data()) + e * size, size) == 0) {
+      ++e;
+    }
+    ADD_FAILURE() << op_type << " output " << k << " " << a.desc().ToString() << " depends on the buffer's old "
+                  << "contents (an element the kernel does not write?): first at " << MultiIndex(a.shape(), e)
+                  << ": " << a.GetAsDouble(e) << " over NaN/0x5A poison vs " << b.GetAsDouble(e)
+                  << " over 0xA5 poison";
+  }
+}
+
+std::vector<SbpSignature> OpTest::SbpSignatures(const std::string& op_type, const std::vector<TensorDesc>& inputs,
+                                                const AttrMap& attrs) const {
+  auto def = registry_.Get(op_type);
+  EXPECT_TRUE(def.ok()) << def.status();
+  if (!def.ok()) return {};
+  auto full = (*def)->ValidateAttrs(op_type, attrs);
+  EXPECT_TRUE(full.ok()) << full.status();
+  if (!full.ok()) return {};
+  return (*def)->sbp(*full, inputs);
 }
 
 absl::StatusOr<std::vector<Tensor>> OpTest::RunGrad(const std::string& op_type, const std::vector<Tensor>& inputs,
@@ -237,6 +361,7 @@ int OpTest::ExpectAllSbpSignaturesMatch(const std::string& op_type, const std::v
   EXPECT_TRUE(logical_or.ok()) << logical_or.status();
   if (!logical_or.ok()) return 0;
   const std::vector<Tensor>& logical = *logical_or;
+  ExpectWritesEveryOutput(op_type, inputs, full);
   std::vector<TensorDesc> in_descs;
   for (const Tensor& t : inputs) in_descs.push_back(t.desc());
   std::vector<SbpSignature> one_d = def->sbp(full, in_descs);
