@@ -50,6 +50,28 @@ std::string Graph::UniqueOpName(absl::string_view base) const {
   return name;
 }
 
+absl::Status Graph::AddVariableUpdate(TensorId variable, TensorId new_value) {
+  if (!has_tensor(variable) || !has_tensor(new_value)) {
+    return absl::InvalidArgumentError("AddVariableUpdate: unknown tensor id");
+  }
+  if (!tensor(variable).is_variable) {
+    return absl::InvalidArgumentError(absl::StrCat("AddVariableUpdate: ", Describe(variable), " is not a variable"));
+  }
+  if (tensor(new_value).is_source()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("AddVariableUpdate: the new value ", Describe(new_value), " of ", Describe(variable),
+                     " must be an op output, not an input or variable"));
+  }
+  for (const VariableUpdate& u : variable_updates_) {
+    if (u.variable == variable) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("AddVariableUpdate: ", Describe(variable), " already has an update (", Describe(u.new_value), ")"));
+    }
+  }
+  variable_updates_.push_back(VariableUpdate{variable, new_value});
+  return absl::OkStatus();
+}
+
 std::string Graph::Describe(TensorId id) const {
   if (!has_tensor(id)) return absl::StrCat("tensor #", id.value());
   return absl::StrCat("tensor '", tensor(id).name, "'");

@@ -91,6 +91,15 @@ struct OpNode {
   std::optional<NdSbpSignature> nd_sbp_signature;  // chosen by SBP selection
 };
 
+// A variable's new value for the next step, computed by an optimizer op (or a boxing of its
+// output): after every step the runtime copies `new_value` into the variable's persistent
+// buffer (the Plan's variable holder task applies it before emitting the next step's value).
+// Added by the optimizer pass; not part of a Job (a Job states the optimizer instead).
+struct VariableUpdate {
+  TensorId variable;   // a variable source
+  TensorId new_value;  // an op output with the variable's dtype and shape
+};
+
 // Arguments of Graph::AddSource: a user input or a variable.
 struct SourceSpec {
   std::string name;
@@ -151,6 +160,13 @@ class Graph {
   // updating both consumer lists. REQUIRES: `tensor` is defined before `op` in program order.
   absl::Status ReplaceInput(OpId op, int index, TensorId tensor);
 
+  // Records that `new_value` replaces `variable` after each step. InvalidArgument if the ids
+  // do not exist, `variable` is not a variable, it already has an update, or `new_value` is a
+  // source. (Descs are compared by the verifier once inferred.)
+  absl::Status AddVariableUpdate(TensorId variable, TensorId new_value);
+  // In the order added.
+  const std::vector<VariableUpdate>& variable_updates() const { return variable_updates_; }
+
   int64_t num_tensors() const { return static_cast<int64_t>(tensors_.size()); }
   int64_t num_ops() const { return static_cast<int64_t>(ops_.size()); }
   bool has_tensor(TensorId id) const { return id.valid() && id.value() < num_tensors(); }
@@ -185,6 +201,7 @@ class Graph {
   std::vector<TensorNode> tensors_;
   std::vector<OpNode> ops_;
   std::vector<OpId> op_order_;
+  std::vector<VariableUpdate> variable_updates_;
   absl::flat_hash_map<std::string, TensorId> tensor_by_name_;
   absl::flat_hash_map<std::string, OpId> op_by_name_;
 };

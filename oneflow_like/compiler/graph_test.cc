@@ -3,7 +3,9 @@
 #include "google/protobuf/text_format.h"
 #include "google/protobuf/util/message_differencer.h"
 #include "gtest/gtest.h"
+#include "oneflow_like/compiler/infer_pass.h"
 #include "oneflow_like/compiler/proto_convert.h"
+#include "oneflow_like/compiler/verifier.h"
 #include "oneflow_like/compiler/test_util.h"
 
 namespace oneflow_like {
@@ -71,6 +73,25 @@ TEST_F(GraphTest, FromJobProtoBuildsLinkedNodes) {
   EXPECT_EQ(g->op_order(), (std::vector<OpId>{OpId(0), OpId(1)}));
   EXPECT_EQ(g->Describe(fc.id), "matmul 'fc'");
   EXPECT_EQ(g->Describe(x.id), "tensor 'x'");
+}
+
+TEST_F(GraphTest, VariableUpdatesAreCheckedAndVerified) {
+  absl::StatusOr<Graph> g = Graph::FromJobProto(ParseJob(kSmallJob), *registry_);
+  ASSERT_TRUE(g.ok()) << g.status();
+  const TensorId x = g->FindTensor("x"), w = g->FindTensor("w"), y = g->FindTensor("y"), z = g->FindTensor("z");
+  ExpectError(g->AddVariableUpdate(x, y), absl::StatusCode::kInvalidArgument, {"tensor 'x'", "not a variable"});
+  ExpectError(g->AddVariableUpdate(w, x), absl::StatusCode::kInvalidArgument, {"must be an op output"});
+  ExpectError(g->AddVariableUpdate(w, TensorId(99)), absl::StatusCode::kInvalidArgument, {"unknown tensor"});
+  ASSERT_TRUE(g->AddVariableUpdate(w, z).ok());
+  ExpectError(g->AddVariableUpdate(w, y), absl::StatusCode::kInvalidArgument, {"already has an update"});
+  ASSERT_EQ(g->variable_updates().size(), 1u);
+  EXPECT_EQ(g->variable_updates()[0].variable, w);
+  EXPECT_EQ(g->variable_updates()[0].new_value, z);
+  EXPECT_TRUE(VerifyGraph(*g, VerifierOptions{.require_inferred = false}).ok());
+  // Once inferred, z float32[4,2] cannot replace w float32[3,2].
+  absl::StatusOr<bool> inferred = InferPass().Run(&*g);
+  ASSERT_TRUE(inferred.ok()) << inferred.status();
+  ExpectError(VerifyGraph(*g), absl::StatusCode::kInternal, {"variable update of tensor 'w'", "descs differ"});
 }
 
 TEST_F(GraphTest, ToJobProtoIsCanonicalAndRoundTrips) {

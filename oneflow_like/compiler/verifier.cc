@@ -29,6 +29,7 @@ class Verifier {
     }
     for (const TensorNode& t : g_.tensors()) RETURN_IF_ERROR(CheckChosenTensorSbp(t));
     for (const OpNode& op : g_.ops()) RETURN_IF_ERROR(CheckChosenSignature(op));
+    RETURN_IF_ERROR(CheckVariableUpdates());
     absl::Status config = ValidateJobConfig(g_);
     if (!config.ok()) return Broken(config.message());
     return absl::OkStatus();
@@ -37,6 +38,25 @@ class Verifier {
  private:
   std::string Name(TensorId id) const { return g_.Describe(id); }
   std::string Name(OpId id) const { return g_.Describe(id); }
+
+  // Each update names a variable (once) and an op output; once inferred, the descs agree.
+  absl::Status CheckVariableUpdates() {
+    std::vector<bool> seen(g_.num_tensors(), false);
+    for (const VariableUpdate& u : g_.variable_updates()) {
+      if (!g_.has_tensor(u.variable) || !g_.has_tensor(u.new_value)) return Broken("variable update with a dangling id");
+      const TensorNode& var = g_.tensor(u.variable);
+      const TensorNode& value = g_.tensor(u.new_value);
+      if (!var.is_variable) return Broken("variable update of ", Name(u.variable), ", which is not a variable");
+      if (value.is_source()) return Broken("variable update of ", Name(u.variable), " from source ", Name(u.new_value));
+      if (seen[u.variable.value()]) return Broken(Name(u.variable), " has two variable updates");
+      seen[u.variable.value()] = true;
+      if (options_.require_inferred && var.desc && value.desc && !(*var.desc == *value.desc)) {
+        return Broken("variable update of ", Name(u.variable), " (", var.desc->ToString(), ") from ",
+                      Name(u.new_value), " (", value.desc->ToString(), "): descs differ");
+      }
+    }
+    return absl::OkStatus();
+  }
 
   absl::Status CheckIdsAndNames() {
     for (int64_t i = 0; i < g_.num_tensors(); ++i) {

@@ -11,7 +11,8 @@
 //   - links are symmetric: op o lists tensor t as output k  <=>  t.producer == o and
 //     t.producer_output == k; op o reads t as input i  <=>  (o, i) is in t.consumers, once;
 //     sources (inputs, variables) have no producer, every other tensor has one;
-//   - the job config is consistent (ValidateJobConfig).
+//   - the job config is consistent (ValidateJobConfig);
+//   - variable updates name a variable (at most once) and an op output with the same desc.
 // With VerifierOptions::require_inferred (the default; true after the infer pass):
 //   - every tensor has a desc and a placement, every op a placement, and op outputs share
 //     their op's placement;
