@@ -1,0 +1,206 @@
+#include "oneflow_like/models/gpt.h"
+
+#include <cmath>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "oneflow_like/compiler/graph_builder.h"
+
+namespace oneflow_like {
+namespace models {
+namespace {
+
+using compiler::GraphBuilder;
+using compiler::OpOptions;
+using compiler::TensorRef;
+
+absl::Status CheckPositive(const char* field, int64_t value) {
+  if (value > 0) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat("gpt: ", field, " must be positive, got ", value));
+}
+
+absl::Status CheckConfig(const GptConfig& c, const ParallelLayout& l) {
+  RETURN_IF_ERROR(CheckPositive("vocab", c.vocab));
+  RETURN_IF_ERROR(CheckPositive("seq_len", c.seq_len));
+  RETURN_IF_ERROR(CheckPositive("n_layer", c.n_layer));
+  RETURN_IF_ERROR(CheckPositive("n_embd", c.n_embd));
+  RETURN_IF_ERROR(CheckPositive("n_head", c.n_head));
+  RETURN_IF_ERROR(CheckPositive("batch", c.batch));
+  RETURN_IF_ERROR(CheckPositive("layout.dp", l.dp));
+  RETURN_IF_ERROR(CheckPositive("layout.tp", l.tp));
+  RETURN_IF_ERROR(CheckPositive("layout.pp", l.pp));
+  if (c.n_embd % c.n_head != 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("gpt: n_embd (", c.n_embd, ") must be divisible by n_head (", c.n_head, ")"));
+  }
+  if (c.n_layer < l.pp) {
+    return absl::InvalidArgumentError(absl::StrCat("gpt: n_layer (", c.n_layer, ") must be at least the number of ",
+                                                   "pipeline stages (layout.pp = ", l.pp, ")"));
+  }
+  return absl::OkStatus();
+}
+
+// Placements and SBP helpers of one stage: a [dp, tp] mesh, 1-D when one degree is 1.
+class StageMesh {
+ public:
+  StageMesh(const ParallelLayout& layout, int64_t stage) : layout_(layout) {
+    std::vector<Rank> ranks;
+    const int64_t size = layout.dp * layout.tp;
+    for (int64_t i = 0; i < size; ++i) ranks.push_back(Rank(static_cast<int32_t>(stage * size + i)));
+    if (layout.dp > 1 && layout.tp > 1) {
+      placement_ = *Placement::Create(DeviceType::kCpu, std::move(ranks), {layout.dp, layout.tp});
+    } else {
+      placement_ = Placement(DeviceType::kCpu, std::move(ranks));
+    }
+  }
+  const Placement& placement() const { return placement_; }
+  bool two_d() const { return placement_.num_hierarchy_axes() == 2; }
+  // Split on the batch over the dp axis (B on the tp axis).
+  NdSbp Data() const {
+    if (two_d()) return NdSbp({Sbp::Split(0), Sbp::Broadcast()});
+    return NdSbp({layout_.dp > 1 ? Sbp::Split(0) : Sbp::Broadcast()});
+  }
+  // Split `axis` over the tp axis (B on the dp axis); nullopt without tensor parallelism.
+  std::optional<NdSbp> Model(int axis) const {
+    if (layout_.tp == 1) return std::nullopt;
+    if (two_d()) return NdSbp({Sbp::Broadcast(), Sbp::Split(axis)});
+    return NdSbp({Sbp::Split(axis)});
+  }
+
+ private:
+  ParallelLayout layout_;
+  Placement placement_;
+};
+
+class GptWriter {
+ public:
+  GptWriter(const OpRegistry& registry, const GptConfig& c, const ParallelLayout& l)
+      : b_(&registry, "gpt"), c_(c), l_(l) {}
+
+  absl::StatusOr<compiler::Graph> Write(const TrainOptions& train) {
+    const int64_t per_stage = (c_.n_layer + l_.pp - 1) / l_.pp;
+    stage_ = 0;
+    StageMesh mesh0(l_, 0);
+    TensorRef idx = b_.Input("idx", {c_.batch, c_.seq_len}, DataType::kInt64, mesh0.placement(), mesh0.Data());
+    TensorRef wte = Param("wte", {c_.vocab, c_.n_embd}, std::nullopt, compiler::NormalInit(0.02));
+    TensorRef wpe = Param("wpe", {c_.seq_len, c_.n_embd}, std::nullopt, compiler::NormalInit(0.02));
+    TensorRef x = Op("embedding", {wte, idx}, {}, "wte.lookup");
+    x = Op("add", {x, wpe}, {}, "embed.add");
+    for (int64_t layer = 0; layer < c_.n_layer; ++layer) {
+      stage_ = std::min<int64_t>(layer / per_stage, l_.pp - 1);
+      x = Block(absl::StrCat("h", layer), x);
+    }
+    stage_ = l_.pp - 1;
+    StageMesh last(l_, stage_);
+    TensorRef targets =
+        b_.Input("targets", {c_.batch, c_.seq_len}, DataType::kInt64, last.placement(), last.Data());
+    TensorRef h = LayerNorm("ln_f", x);
+    TensorRef logits = Op("matmul", {h, Param("lm_head.weight", {c_.vocab, c_.n_embd}, std::nullopt, compiler::NormalInit(0.02))},
+                          {{"transpose_b", true}}, "lm_head");
+    TensorRef loss = Op("sparse_softmax_cross_entropy", {logits, targets}, {}, "loss");
+    b_.Output(loss);
+    OptimizerProto opt = train.optimizer;
+    if (opt.learning_rate() <= 0) opt = compiler::AdamWOptimizer(3e-4, 0.01);
+    b_.Train(loss, opt);
+    JobConfigProto* config = b_.mutable_config();
+    config->set_micro_batches(train.micro_batches);
+    config->set_gradient_accumulation_steps(train.gradient_accumulation_steps);
+    config->set_zero_stage(train.zero_stage);
+    config->set_seed(train.seed);
+    return std::move(b_).Build();
+  }
+
+ private:
+  StageMesh Mesh() const { return StageMesh(l_, stage_); }
+
+  // A stage-local parameter; weights ~ N(0, 0.02), biases 0, LayerNorm 1 / 0 (as torch_gpt.py).
+  TensorRef Param(const std::string& name, Shape shape, std::optional<NdSbp> sbp, InitializerProto init) {
+    return b_.Variable(name, std::move(shape), init, DataType::kFloat32, Mesh().placement(), std::move(sbp));
+  }
+
+  TensorRef Op(const std::string& type, const std::vector<TensorRef>& inputs, AttrMap attrs, const std::string& name) {
+    OpOptions o;
+    o.name = name;
+    o.stage = static_cast<int>(stage_);
+    o.placement = Mesh().placement();
+    return b_.Op(type, inputs, std::move(attrs), std::move(o));
+  }
+
+  TensorRef LayerNorm(const std::string& name, TensorRef x) {
+    TensorRef g = Param(name + ".weight", {c_.n_embd}, std::nullopt, compiler::OnesInit());
+    TensorRef beta = Param(name + ".bias", {c_.n_embd}, std::nullopt, compiler::ZerosInit());
+    OpOptions o;
+    o.name = name;
+    o.stage = static_cast<int>(stage_);
+    o.placement = Mesh().placement();
+    return b_.MultiOp("layer_norm", {x, g, beta}, {{"epsilon", 1e-5}}, std::move(o))[0];
+  }
+
+  // y = x @ W^T + b for a torch-layout weight W[out, in]; `column` splits out, else in.
+  TensorRef Linear(const std::string& name, TensorRef x, int64_t in, int64_t out, bool column) {
+    StageMesh mesh = Mesh();
+    TensorRef w = Param(name + ".weight", {out, in}, mesh.Model(column ? 0 : 1), compiler::NormalInit(0.02));
+    TensorRef y = Op("matmul", {x, w}, {{"transpose_b", true}}, name);
+    TensorRef bias = Param(name + ".bias", {out}, column ? mesh.Model(0) : std::nullopt, compiler::ZerosInit());
+    return Op("bias_add", {y, bias}, {}, name + ".bias_add");
+  }
+
+  // [B,T,C] -> [B,H,T,hd]
+  TensorRef Heads(const std::string& name, TensorRef t) {
+    const int64_t hd = c_.n_embd / c_.n_head;
+    t = Op("reshape", {t}, {{"shape", std::vector<int64_t>{c_.batch, c_.seq_len, c_.n_head, hd}}}, name + ".view");
+    return Op("transpose", {t}, {{"perm", std::vector<int64_t>{0, 2, 1, 3}}}, name + ".heads");
+  }
+
+  TensorRef Block(const std::string& p, TensorRef x) {
+    const int64_t C = c_.n_embd, hd = C / c_.n_head;
+    TensorRef h = LayerNorm(p + ".ln1", x);
+    TensorRef qkv = Linear(p + ".qkv", h, C, 3 * C, /*column=*/true);
+    OpOptions o;
+    o.name = p + ".split";
+    o.stage = static_cast<int>(stage_);
+    o.placement = Mesh().placement();
+    o.output_names = {p + ".q", p + ".k", p + ".v"};
+    std::vector<TensorRef> parts =
+        b_.MultiOp("split", {qkv}, {{"axis", int64_t{2}}, {"sizes", std::vector<int64_t>{C, C, C}}}, std::move(o));
+    if (parts.size() != 3) return {};
+    TensorRef q = Heads(p + ".q", parts[0]), k = Heads(p + ".k", parts[1]), v = Heads(p + ".v", parts[2]);
+    TensorRef att = Op("matmul", {q, k}, {{"transpose_b", true}, {"alpha", 1.0 / std::sqrt(double(hd))}}, p + ".scores");
+    att = Op("softmax", {att}, {{"causal", true}}, p + ".softmax");
+    TensorRef y = Op("matmul", {att, v}, {}, p + ".context");
+    y = Op("transpose", {y}, {{"perm", std::vector<int64_t>{0, 2, 1, 3}}}, p + ".merge");
+    y = Op("reshape", {y}, {{"shape", std::vector<int64_t>{c_.batch, c_.seq_len, C}}}, p + ".merge.view");
+    y = Linear(p + ".proj", y, C, C, /*column=*/false);
+    x = Op("add", {x, y}, {}, p + ".residual1");
+    h = LayerNorm(p + ".ln2", x);
+    h = Linear(p + ".fc", h, C, 4 * C, /*column=*/true);
+    h = Op("gelu", {h}, {}, p + ".gelu");
+    h = Linear(p + ".fc2", h, 4 * C, C, /*column=*/false);
+    return Op("add", {x, h}, {}, p + ".residual2");
+  }
+
+  GraphBuilder b_;
+  GptConfig c_;
+  ParallelLayout l_;
+  int64_t stage_ = 0;
+};
+
+}  // namespace
+
+absl::StatusOr<compiler::Graph> BuildGptJob(const OpRegistry& registry, const GptConfig& config,
+                                            const ParallelLayout& layout, const TrainOptions& train) {
+  RETURN_IF_ERROR(CheckConfig(config, layout));
+  return GptWriter(registry, config, layout).Write(train);
+}
+
+int64_t GptParameterCount(const GptConfig& c) {
+  const int64_t C = c.n_embd;
+  const int64_t block = 2 * C /*ln1*/ + 3 * C * C + 3 * C /*qkv*/ + C * C + C /*proj*/ + 2 * C /*ln2*/ +
+                        4 * C * C + 4 * C /*fc*/ + 4 * C * C + C /*fc2*/;
+  return c.vocab * C + c.seq_len * C + c.n_layer * block + 2 * C + c.vocab * C;
+}
+
+}  // namespace models
+}  // namespace oneflow_like
