@@ -22,7 +22,7 @@ absl::Status RegisterLossOps(OpRegistry* registry);        // sparse_softmax_cro
 absl::Status RegisterShapeOps(OpRegistry* registry);       // reshape transpose slice slice_grad concat split identity
 absl::Status RegisterReduceOps(OpRegistry* registry);      // reduce_sum reduce_mean broadcast_to
 absl::Status RegisterMiscOps(OpRegistry* registry);        // cast fill random_uniform random_normal dropout dropout_grad
-absl::Status RegisterOptimizerOps(OpRegistry* registry);   // sgd_update adam_update
+absl::Status RegisterOptimizerOps(OpRegistry* registry);   // sgd_update adam_update step_increment
 
 }  // namespace oneflow_like
 

@@ -1,4 +1,4 @@
-// Optimizer op family: sgd_update and adam_update (PyTorch semantics). Both are element-wise
+// Optimizer op family: sgd_update, adam_update (PyTorch semantics) and step_increment. Both are element-wise
 // over the parameter, may update their state in place (OpDef::inplace_pairs: the outputs may
 // alias param and the state inputs; kernels read every input element before writing it), and
 // are excluded from autograd (is_optimizer, no grad rule).
@@ -9,6 +9,9 @@
 //                m = b1 m + (1 - b1) g;  v = b2 v + (1 - b2) g^2;
 //                mhat = m / (1 - b1^t), vhat = v / (1 - b2^t) (if bias_correction, else m, v);
 //                param -= lr * mhat / (sqrt(vhat) + eps), with t the int64 scalar input `step`.
+//
+//   step_increment: step_out = step + 1 (an int scalar step counter; the optimizer pass keeps
+//                one per parameter placement so that adam_update sees t = 1, 2, ...).
 //
 // SBP (1-D): param, grad and every state split on the same axis, S(a) -> S(a); or all B.
 // `step` is always B.
@@ -160,11 +163,41 @@ OpDef MakeAdam() {
   return def;
 }
 
+OpDef MakeStepIncrement() {
+  OpDef def;
+  def.name = "step_increment";
+  def.doc = "step_out = step + 1 for an int scalar step counter (runs once per step like every optimizer op).";
+  def.inputs = {"step"};
+  def.outputs = {"step_out"};
+  def.inplace_pairs = {{0, 0}};
+  def.is_optimizer = true;
+  def.infer = [](const InferContext& ctx) -> absl::StatusOr<std::vector<TensorDesc>> {
+    const TensorDesc& step = ctx.inputs[0];
+    if ((step.dtype != DataType::kInt64 && step.dtype != DataType::kInt32) || step.shape.num_axes() != 0) {
+      return OpError("step_increment", ctx.op_name, "step must be an int64 or int32 scalar (shape []), got ",
+                     step.ToString());
+    }
+    return std::vector<TensorDesc>{step};
+  };
+  def.sbp = [](const AttrMap&, const std::vector<TensorDesc>&) {
+    return std::vector<SbpSignature>{{{Sbp::Broadcast()}, {Sbp::Broadcast()}}};
+  };
+  def.cpu_kernel = [](const KernelContext& ctx) -> absl::Status {
+    return ops::DispatchIndex(ctx.inputs[0]->dtype(), ctx.op_name, [&](auto t) {
+      using I = decltype(t);
+      ctx.outputs[0]->data<I>()[0] = static_cast<I>(ctx.inputs[0]->data<I>()[0] + 1);
+      return absl::OkStatus();
+    });
+  };
+  return def;
+}
+
 }  // namespace
 
 absl::Status RegisterOptimizerOps(OpRegistry* registry) {
   RETURN_IF_ERROR(registry->Register(MakeSgd()));
   RETURN_IF_ERROR(registry->Register(MakeAdam()));
+  RETURN_IF_ERROR(registry->Register(MakeStepIncrement()));
   return absl::OkStatus();
 }
 

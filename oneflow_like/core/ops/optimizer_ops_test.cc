@@ -158,5 +158,23 @@ TEST(OptimizerOpsTest, BadInputsNameTheOp) {
   t.ExpectRunFails("sgd_update", {ip, ip, ip}, {{"lr", 0.1}}, {"int32"});
 }
 
+TEST(OptimizerOpsTest, StepIncrementAddsOneToTheCounter) {
+  OpTest t;
+  EXPECT_EQ(t.RunOne("step_increment", {Step(0)}).ToVector<int64_t>(), std::vector<int64_t>{1});
+  EXPECT_EQ(t.RunOne("step_increment", {Step(41)}).ToVector<int64_t>(), std::vector<int64_t>{42});
+  EXPECT_EQ(t.RunOne("step_increment", {Tensor::FromVector<int32_t>(Shape({}), {7})}).ToVector<int32_t>(),
+            std::vector<int32_t>{8});
+  std::vector<Tensor> in_place = {Step(5)};
+  ASSERT_TRUE(t.RunInPlace("step_increment", in_place).ok());
+  EXPECT_EQ(in_place[0].ToVector<int64_t>(), std::vector<int64_t>{6});
+  const OpDef* def = t.registry().Find("step_increment");
+  ASSERT_NE(def, nullptr);
+  EXPECT_TRUE(def->is_optimizer);
+  EXPECT_FALSE(def->grad);
+  EXPECT_EQ(t.ExpectAllSbpSignaturesMatch("step_increment", {Step(3)}), 1 + 1);  // B only, 1-D and [2,2]
+  t.ExpectRunFails("step_increment", {Tensor::FromVector<float>(Shape({}), {1.0f})}, {}, {"float32[]"});
+  t.ExpectRunFails("step_increment", {Tensor::FromVector<int64_t>(Shape({2}), {1, 2})}, {}, {"int64[2]"});
+}
+
 }  // namespace
 }  // namespace oneflow_like

@@ -1,0 +1,185 @@
+#include "oneflow_like/compiler/autograd/optimizer_pass.h"
+
+#include <set>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "oneflow_like/compiler/autograd/autograd_pass.h"
+#include "oneflow_like/compiler/infer_pass.h"
+
+namespace oneflow_like {
+namespace compiler {
+
+std::optional<NdSbp> ZeroShardedLayout(const TensorNode& parameter) {
+  if (!parameter.desc || !parameter.placement || parameter.desc->shape.num_axes() == 0) return std::nullopt;
+  const Placement& placement = *parameter.placement;
+  const std::vector<int64_t>& hierarchy = placement.hierarchy();
+  if (hierarchy.empty() || hierarchy[0] < 2) return std::nullopt;  // no data-parallel axis to shard over
+  const std::optional<NdSbp>& pin = parameter.pinned_nd_sbp;
+  const bool pin_fits = pin && pin->num_axes() == static_cast<int>(hierarchy.size());
+  std::vector<Sbp> sbps;
+  for (size_t axis = 0; axis < hierarchy.size(); ++axis) {
+    const Sbp own = pin_fits ? (*pin)[static_cast<int>(axis)] : Sbp::Broadcast();
+    if (axis == 0) {
+      if (!own.is_broadcast()) return std::nullopt;  // axis 0 is not data parallel for this parameter
+      sbps.push_back(Sbp::Split(0));
+    } else {
+      sbps.push_back(own);
+    }
+  }
+  NdSbp layout(std::move(sbps));
+  if (!ValidateNdSbp(layout, parameter.desc->shape, placement).ok()) return std::nullopt;
+  return layout;
+}
+
+namespace {
+
+absl::Status Invalid(const std::string& message) { return absl::InvalidArgumentError("optimizer: " + message); }
+
+absl::Status CheckNameFree(const Graph& graph, const std::string& name, const std::string& what) {
+  if (graph.FindTensor(name).valid() || graph.FindOp(name).valid()) {
+    return Invalid(absl::StrCat("the name '", name, "' of ", what, " is already used (hint: rename that tensor or op)"));
+  }
+  return absl::OkStatus();
+}
+
+// The facts about a parameter the pass needs (copied: adding sources may move TensorNodes).
+struct Parameter {
+  TensorId id;
+  std::string name;
+  TensorDesc desc;
+  Placement placement;
+  TensorId grad;
+  int stage = 0;
+  std::optional<NdSbp> zero_layout;
+};
+
+absl::StatusOr<TensorId> AddState(Graph* graph, const Parameter& p, const std::string& suffix) {
+  const std::string name = absl::StrCat(p.name, "/", suffix);
+  RETURN_IF_ERROR(CheckNameFree(*graph, name, absl::StrCat("the optimizer state of '", p.name, "'")));
+  SourceSpec spec;
+  spec.name = name;
+  spec.desc = p.desc;
+  spec.is_variable = true;  // initializer: zeros
+  spec.frozen = true;
+  spec.placement = p.placement;
+  spec.pinned_nd_sbp = p.zero_layout;
+  return graph->AddSource(std::move(spec));
+}
+
+// Adam step counters, one per parameter placement: "<counter>/next" = counter + 1.
+class StepCounters {
+ public:
+  absl::StatusOr<TensorId> NextStep(Graph* graph, const Placement& placement, int stage) {
+    for (const auto& [p, next] : counters_) {
+      if (p == placement) return next;
+    }
+    SourceSpec spec;
+    spec.name = graph->UniqueTensorName("optimizer/step");
+    spec.desc = TensorDesc{DataType::kInt64, Shape()};
+    spec.is_variable = true;
+    spec.frozen = true;
+    spec.placement = placement;
+    ASSIGN_OR_RETURN(TensorId counter, graph->AddSource(spec));
+    OpSpec op;
+    op.name = absl::StrCat(spec.name, "/increment");
+    op.type = "step_increment";
+    op.inputs = {counter};
+    op.output_names = {absl::StrCat(spec.name, "/next")};
+    op.placement = placement;
+    op.stage = stage;
+    ASSIGN_OR_RETURN(OpId id, graph->AddOp(std::move(op)));
+    RETURN_IF_ERROR(InferOp(graph, id).status());
+    const TensorId next = graph->op(id).outputs[0];
+    RETURN_IF_ERROR(graph->AddVariableUpdate(counter, next));
+    counters_.emplace_back(placement, next);
+    return next;
+  }
+
+ private:
+  std::vector<std::pair<Placement, TensorId>> counters_;
+};
+
+AttrMap OptimizerAttrs(const OptimizerProto& opt) {
+  if (opt.kind() == OptimizerProto::SGD) {
+    return AttrMap{{"lr", opt.learning_rate()}, {"momentum", opt.momentum()}, {"weight_decay", opt.weight_decay()}};
+  }
+  return AttrMap{{"lr", opt.learning_rate()},
+                 {"beta1", opt.has_beta1() ? opt.beta1() : 0.9},
+                 {"beta2", opt.has_beta2() ? opt.beta2() : 0.999},
+                 {"epsilon", opt.has_epsilon() ? opt.epsilon() : 1e-8},
+                 {"bias_correction", opt.has_bias_correction() ? opt.bias_correction() : true},
+                 {"weight_decay", opt.weight_decay()},
+                 {"decoupled_weight_decay", opt.kind() == OptimizerProto::ADAMW}};
+}
+
+// Adds the update of one parameter: its state variables, the optimizer op, the updates.
+absl::Status AddUpdate(Graph* graph, const Parameter& p, StepCounters* counters) {
+  const OptimizerProto& opt = graph->config().optimizer();
+  const bool sgd = opt.kind() == OptimizerProto::SGD;
+  const std::vector<std::string> state_suffixes =
+      sgd ? std::vector<std::string>{"momentum"} : std::vector<std::string>{"adam_m", "adam_v"};
+  OpSpec op;
+  op.name = absl::StrCat(p.name, sgd ? "/sgd_update" : "/adam_update");
+  RETURN_IF_ERROR(CheckNameFree(*graph, op.name, absl::StrCat("the optimizer op of '", p.name, "'")));
+  op.type = sgd ? "sgd_update" : "adam_update";
+  op.inputs = {p.id, p.grad};
+  op.output_names = {absl::StrCat(p.name, "/new")};
+  std::vector<TensorId> states;
+  for (const std::string& suffix : state_suffixes) {
+    ASSIGN_OR_RETURN(TensorId state, AddState(graph, p, suffix));
+    states.push_back(state);
+    op.inputs.push_back(state);
+    op.output_names.push_back(absl::StrCat(p.name, "/", suffix, "/new"));
+  }
+  for (const std::string& name : op.output_names) {
+    RETURN_IF_ERROR(CheckNameFree(*graph, name, absl::StrCat("an optimizer output of '", p.name, "'")));
+  }
+  if (p.zero_layout) {
+    for (int i = 0; i < static_cast<int>(op.inputs.size()); ++i) op.pinned_input_nd_sbp[i] = *p.zero_layout;
+    for (int k = 0; k < static_cast<int>(op.output_names.size()); ++k) op.pinned_output_nd_sbp[k] = *p.zero_layout;
+  }
+  if (!sgd) {
+    ASSIGN_OR_RETURN(TensorId step, counters->NextStep(graph, p.placement, p.stage));
+    op.inputs.push_back(step);
+  }
+  op.attrs = OptimizerAttrs(opt);
+  op.placement = p.placement;
+  op.stage = p.stage;
+  ASSIGN_OR_RETURN(OpId id, graph->AddOp(std::move(op)));
+  RETURN_IF_ERROR(InferOp(graph, id).status());
+  const std::vector<TensorId> outputs = graph->op(id).outputs;
+  RETURN_IF_ERROR(graph->AddVariableUpdate(p.id, outputs[0]));
+  for (size_t k = 0; k < states.size(); ++k) RETURN_IF_ERROR(graph->AddVariableUpdate(states[k], outputs[k + 1]));
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<bool> OptimizerPass::Run(Graph* graph) {
+  if (!graph->config().has_optimizer()) return false;
+  std::set<int64_t> updated;
+  for (const VariableUpdate& u : graph->variable_updates()) updated.insert(u.variable.value());
+  std::vector<Parameter> parameters;
+  for (const TensorNode& t : graph->tensors()) {
+    if (!t.is_variable || t.frozen || updated.count(t.id.value())) continue;
+    const TensorId grad = GradientOf(*graph, t.id);
+    if (!grad.valid()) continue;
+    if (!t.desc || !t.placement) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("optimizer: variable '", t.name, "' has no desc or placement (run the infer pass first)"));
+    }
+    Parameter p{t.id, t.name, *t.desc, *t.placement, grad, 0, std::nullopt};
+    const OpId producer = graph->tensor(grad).producer;
+    p.stage = producer.valid() ? graph->op(producer).stage : 0;
+    if (graph->config().zero_stage() == 1) p.zero_layout = ZeroShardedLayout(t);
+    parameters.push_back(std::move(p));
+  }
+  StepCounters counters;
+  for (const Parameter& p : parameters) RETURN_IF_ERROR(AddUpdate(graph, p, &counters));
+  return !parameters.empty();
+}
+
+}  // namespace compiler
+}  // namespace oneflow_like

@@ -1,0 +1,62 @@
+// Pass 2b, optimizer: after AutogradPass, one optimizer op per trainable variable with a
+// gradient (GradientOf), per graph.config().optimizer(), plus the state it keeps.
+//
+//   SGD    momentum buffer "<w>/momentum" (frozen, zeros);
+//          op "<w>/sgd_update" = sgd_update(w, w/grad, <w>/momentum){lr, momentum, weight_decay}
+//          -> "<w>/new", "<w>/momentum/new".  (The buffer exists even with momentum 0, since
+//          sgd_update reads it.)
+//   ADAM   moments "<w>/adam_m", "<w>/adam_v" (frozen, zeros);
+//   ADAMW  op "<w>/adam_update" = adam_update(w, w/grad, m, v, step){lr, beta1 (0.9),
+//          beta2 (0.999), epsilon (1e-8), bias_correction (true), weight_decay,
+//          decoupled_weight_decay = (kind == ADAMW)}  -> "<w>/new", "<w>/adam_m/new",
+//          "<w>/adam_v/new".  ADAM adds weight_decay * w to the gradient (L2, coupled);
+//          ADAMW scales w by 1 - lr * weight_decay (decoupled).
+//   Step counter (Adam only): one frozen int64 scalar variable per distinct parameter
+//          placement, "optimizer/step" (then "optimizer/step_1", ... in order of first use),
+//          zero-initialized, and op "<counter>/increment" = step_increment(counter) ->
+//          "<counter>/next" = counter + 1. The Adam ops of that placement read "<counter>/next",
+//          so step k of training (1-based) uses t = k; "<counter>/next" is the counter's update.
+// Every state variable takes the parameter's placement; every optimizer op the parameter's
+// placement and the stage of the gradient's producer. Graph::AddVariableUpdate records the
+// parameter's and each state's new value (optimizer ops run once per step; see graph.h).
+//
+// ZeRO-1 (config.zero_stage() == 1): the optimizer state is sharded over the data-parallel
+// mesh axis, axis 0 of the parameter's placement hierarchy. For a parameter w of rank >= 1
+// whose own pin is absent or B on axis 0, the layout Z = [S(0), rest...] (rest: w's pinned
+// Sbp on axes 1.. or B) is used when ValidateNdSbp(Z, w.shape, w.placement) accepts it (every
+// shard non-empty): Z pins the state variables (pinned_nd_sbp) and the optimizer op's param,
+// grad and state inputs and all its outputs (the step input stays free, B). The boxing
+// planner then reduce-scatters the gradient into Z, and all-gathers the updated parameter
+// back into w's layout. Other parameters stay unpinned (plain data-parallel update).
+// Example: w1 float32[128,256] on cpu:[0,1,2,3], unpinned -> Z = [S(0)]: each rank keeps
+// 32 rows of w1/adam_m and w1/adam_v. b float32[2] on the same 4 ranks -> no pins (2 < 4).
+//
+// Variables that already have an update are skipped, so running the pass twice changes
+// nothing. Inference jobs (no optimizer) are left alone. REQUIRES: an inferred graph.
+// Errors: InvalidArgument if a state variable's name is already used. Deterministic.
+#ifndef ONEFLOW_LIKE_COMPILER_AUTOGRAD_OPTIMIZER_PASS_H_
+#define ONEFLOW_LIKE_COMPILER_AUTOGRAD_OPTIMIZER_PASS_H_
+
+#include <optional>
+#include <string>
+
+#include "oneflow_like/compiler/graph.h"
+#include "oneflow_like/compiler/pass.h"
+
+namespace oneflow_like {
+namespace compiler {
+
+class OptimizerPass : public Pass {
+ public:
+  std::string name() const override { return "optimizer"; }
+  absl::StatusOr<bool> Run(Graph* graph) override;
+};
+
+// The ZeRO-1 layout Z of the optimizer state of `parameter` (rule above), or nullopt when
+// the parameter is not sharded. REQUIRES: the parameter has a desc and a placement.
+std::optional<NdSbp> ZeroShardedLayout(const TensorNode& parameter);
+
+}  // namespace compiler
+}  // namespace oneflow_like
+
+#endif  // ONEFLOW_LIKE_COMPILER_AUTOGRAD_OPTIMIZER_PASS_H_
