@@ -20,6 +20,10 @@ std::string ArityText(const std::vector<std::string>& names, bool variadic, absl
 
 }  // namespace
 
+int64_t PiecesPerStep(const JobConfigProto& config) {
+  return std::max<int64_t>(1, config.micro_batches()) * std::max<int64_t>(1, config.gradient_accumulation_steps());
+}
+
 std::string NdSbpText(const NdSbp& nd_sbp) {
   return absl::StrCat("[", absl::StrJoin(nd_sbp.sbps(), ", ", [](std::string* out, const Sbp& s) {
                         out->append(s.ToString());

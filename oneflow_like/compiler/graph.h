@@ -210,6 +210,10 @@ class Graph {
 // names a tensor, counts are non-negative, the learning rate is positive.
 absl::Status ValidateJobConfig(const Graph& graph);
 
+// The pieces of one step: max(1, micro_batches) * max(1, gradient_accumulation_steps). Each
+// input is fed once per piece; optimizer ops run once per step.
+int64_t PiecesPerStep(const JobConfigProto& config);
+
 // "[S(0), B]": the text-format spelling of an NdSbp (NdSbp::Parse accepts it).
 std::string NdSbpText(const NdSbp& nd_sbp);
 

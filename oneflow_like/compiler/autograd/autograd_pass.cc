@@ -26,10 +26,6 @@ TensorId GradientOf(const Graph& graph, TensorId variable) {
   return grad;
 }
 
-int64_t PiecesPerStep(const JobConfigProto& config) {
-  return int64_t{std::max(1, config.micro_batches())} * std::max(1, config.gradient_accumulation_steps());
-}
-
 namespace {
 
 absl::Status Invalid(const std::string& message) { return absl::InvalidArgumentError("autograd: " + message); }

@@ -61,8 +61,7 @@ std::string GradientName(absl::string_view tensor_name);
 // (frozen, not reaching the loss, inference job, pass not run).
 TensorId GradientOf(const Graph& graph, TensorId variable);
 
-// max(1, micro_batches) * max(1, gradient_accumulation_steps): the pieces of one step.
-int64_t PiecesPerStep(const JobConfigProto& config);
+// (PiecesPerStep, the pieces of one step, is declared in graph.h.)
 
 }  // namespace compiler
 }  // namespace oneflow_like
