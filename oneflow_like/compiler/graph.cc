@@ -253,6 +253,18 @@ absl::Status ValidateJobConfig(const Graph& graph) {
     return Invalid(c.loss().empty() ? "config: an optimizer is set but no loss (hint: use train(loss, optimizer=...))"
                                     : absl::StrCat("config: loss '", c.loss(), "' is set but no optimizer"));
   }
+  std::optional<Placement> first;  // stage_placements[0]
+  for (int s = 0; s < c.stage_placements_size(); ++s) {
+    absl::StatusOr<Placement> p = Placement::FromProto(c.stage_placements(s));
+    if (!p.ok()) return Invalid(absl::StrCat("config: stage_placements[", s, "]: ", p.status().message()));
+    if (!first) first = *p;
+    if (p->num_hierarchy_axes() != first->num_hierarchy_axes()) {
+      return Invalid(absl::StrCat("config: stage_placements[", s, "] ", p->ToString(), " has ",
+                                  p->num_hierarchy_axes(), " hierarchy axes but stage_placements[0] ",
+                                  first->ToString(), " has ", first->num_hierarchy_axes(),
+                                  " (hint: give every stage a mesh of the same rank; SBPs have one entry per axis)"));
+    }
+  }
   if (!c.loss().empty()) {
     if (!graph.FindTensor(c.loss()).valid()) {
       return Invalid(absl::StrCat("config: loss '", c.loss(), "' is not a tensor of the graph"));

@@ -207,7 +207,8 @@ class Graph {
 };
 
 // Checks the job-level config against the graph: loss and optimizer come together, the loss
-// names a tensor, counts are non-negative, the learning rate is positive.
+// names a tensor, counts are non-negative, the learning rate is positive, stage_placements
+// are valid placements with the same number of hierarchy axes.
 absl::Status ValidateJobConfig(const Graph& graph);
 
 // The pieces of one step: max(1, micro_batches) * max(1, gradient_accumulation_steps). Each

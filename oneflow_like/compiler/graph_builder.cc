@@ -163,6 +163,15 @@ InitializerProto NormalInit(double stddev, double mean) {
   return p;
 }
 
+InitializerProto PortableInit(double stddev, uint64_t stream, uint64_t seed) {
+  InitializerProto p;
+  p.set_kind(InitializerProto::PORTABLE_UNIFORM);
+  p.set_stddev(stddev);
+  p.set_stream(stream);
+  p.set_portable_seed(seed);
+  return p;
+}
+
 OptimizerProto SgdOptimizer(double learning_rate, double momentum, double weight_decay) {
   OptimizerProto p;
   p.set_kind(OptimizerProto::SGD);

@@ -94,6 +94,9 @@ InitializerProto OnesInit();
 InitializerProto ConstantInit(double value);
 InitializerProto UniformInit(double low, double high);
 InitializerProto NormalInit(double stddev, double mean = 0.0);
+// torch_gpt.py's portable init (PORTABLE_UNIFORM, types.proto): uniform with std `stddev`,
+// parameter stream `stream`, generator seed `seed` (used as given).
+InitializerProto PortableInit(double stddev, uint64_t stream, uint64_t seed = 0);
 
 // Optimizers (OptimizerProto); unset optional fields take the documented defaults.
 OptimizerProto SgdOptimizer(double learning_rate, double momentum = 0.0, double weight_decay = 0.0);

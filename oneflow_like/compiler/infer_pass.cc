@@ -49,7 +49,8 @@ absl::Status CheckPin(const NdSbp& pin, const TensorNode& t, const Placement& pl
 }
 
 absl::Status CheckSourcePin(const TensorNode& t) {
-  if (!t.pinned_nd_sbp || !t.placement) return absl::OkStatus();
+  // Op outputs are checked once inferred (their desc may still be unset here).
+  if (!t.is_source() || !t.pinned_nd_sbp || !t.placement || !t.desc) return absl::OkStatus();
   return CheckPin(*t.pinned_nd_sbp, t, *t.placement, t.is_variable ? "variable" : "input");
 }
 

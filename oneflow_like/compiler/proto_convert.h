@@ -1,5 +1,6 @@
-// Conversions between core value types and their protos (types.proto) that core does not
-// provide itself: DataType, TensorDesc and AttrValue. Used by Graph::FromJobProto/ToJobProto
+// Conversions between core value types and their protos (types.proto): DataType, TensorDesc
+// and AttrValue. Thin wrappers over core/attr_proto.h (where the implementation lives, so the
+// runtime can share it), kept for the compiler's callers. Used by Graph::FromJobProto/ToJobProto
 // and by plan emission. Pure functions; thread-safe.
 #ifndef ONEFLOW_LIKE_COMPILER_PROTO_CONVERT_H_
 #define ONEFLOW_LIKE_COMPILER_PROTO_CONVERT_H_

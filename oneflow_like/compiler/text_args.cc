@@ -111,6 +111,8 @@ absl::StatusOr<AttrValue> ToAttrValue(const LineScanner& s, const TextValue& v) 
       return AttrValue(std::move(floats));
     }
     case Kind::kCall: break;
+    case Kind::kPlacement:
+      return s.Error(v.column, absl::StrCat("attribute '", v.key, "' cannot be a placement (", v.text, ")"));
   }
   return s.Error(v.column, absl::StrCat("attribute '", v.key, "' cannot be a call (", v.Describe(), ")"));
 }
@@ -150,17 +152,21 @@ absl::StatusOr<InitializerProto> ParseInitializer(const LineScanner& s, const Te
                                                                   {"ones", {"seed"}},
                                                                   {"constant", {"value", "seed"}},
                                                                   {"uniform", {"low", "high", "seed"}},
-                                                                  {"normal", {"std", "mean", "seed"}}};
+                                                                  {"normal", {"std", "mean", "seed"}},
+                                                                  {"portable", {"std", "stream", "seed"}}};
   auto it = params.find(v.text);
   if ((v.kind != Kind::kName && v.kind != Kind::kCall) || it == params.end()) {
     std::vector<std::string> kinds;
     for (const auto& [k, _] : params) kinds.push_back(k);
     std::string hint = v.kind == Kind::kName || v.kind == Kind::kCall ? DidYouMean(v.text, kinds) : "";
     return s.Error(v.column, absl::StrCat("unknown initializer ", v.Describe()),
-                   hint.empty() ? "use zeros, ones, constant(v), uniform(low, high) or normal(std[, mean])" : hint);
+                   hint.empty() ? "use zeros, ones, constant(v), uniform(low, high), normal(std[, mean]) or "
+                                                "portable(std, stream[, seed])"
+                                              : hint);
   }
   ASSIGN_OR_RETURN(std::vector<const TextValue*> args, Bind(s, v, it->second));
-  const size_t required = v.text == "uniform" ? 2 : (v.text == "zeros" || v.text == "ones") ? 0 : 1;
+  const bool two_required = v.text == "uniform" || v.text == "portable";
+  const size_t required = two_required ? 2 : (v.text == "zeros" || v.text == "ones") ? 0 : 1;
   std::vector<double> numbers;
   for (size_t i = 0; i + 1 < args.size(); ++i) {
     if (args[i] == nullptr) {
@@ -191,9 +197,19 @@ absl::StatusOr<InitializerProto> ParseInitializer(const LineScanner& s, const Te
     init.set_stddev(numbers[0]);
     init.set_mean(numbers[1]);
   }
+  if (v.text == "portable") {  // torch_gpt.py's portable init; `seed` is its generator seed
+    init.set_kind(InitializerProto::PORTABLE_UNIFORM);
+    init.set_stddev(numbers[0]);
+    ASSIGN_OR_RETURN(int64_t stream, AsInt(s, *args[1], "stream", 0));
+    init.set_stream(static_cast<uint64_t>(stream));
+  }
   if (args.back() != nullptr) {
     ASSIGN_OR_RETURN(int64_t seed, AsInt(s, *args.back(), "seed", 0));
-    init.set_seed(static_cast<uint64_t>(seed));
+    if (init.kind() == InitializerProto::PORTABLE_UNIFORM) {
+      init.set_portable_seed(static_cast<uint64_t>(seed));
+    } else {
+      init.set_seed(static_cast<uint64_t>(seed));
+    }
   }
   return init;
 }

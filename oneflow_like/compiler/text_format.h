@@ -16,15 +16,20 @@
 // Statements:
 //   NAME = input(shape=[..], dtype=float32)                          a user input
 //   NAME = variable(shape=[..], dtype=.., init=INIT, frozen=false)   a variable
-//       INIT: zeros | ones | constant(v) | uniform(low, high) | normal(std[, mean]);
-//       each may add seed=N (0 = derived from the job seed)
+//       INIT: zeros | ones | constant(v) | uniform(low, high) | normal(std[, mean]) |
+//             portable(std, stream) (torch_gpt.py's portable init, PORTABLE_UNIFORM);
+//       each may add seed=N (0 = derived from the job seed; for portable: its generator
+//       seed, used as given)
 //   OUT[, OUT...] = OP(TENSOR, ..., attr=VALUE, ...)                  any registered op: positional
 //       arguments are its input tensors, key=value its attrs (VALUE: 3, 0.5, true, "str",
 //       [1,2], float32). The left side names every output (layer_norm has three).
 //   output(TENSOR, ...)                  fetched every step
 //   train(LOSS, optimizer=sgd(lr, momentum=, weight_decay=) | adam(lr, ...) | adamw(lr, ...))
 //       adam/adamw take weight_decay, beta1, beta2, epsilon, bias_correction
-//   config(name="job", micro_batches=N, gradient_accumulation_steps=N, zero_stage=N, seed=N)
+//   config(name="job", micro_batches=N, gradient_accumulation_steps=N, zero_stage=N, seed=N,
+//          stages=[cpu:[0,1], cpu:[2,3]])
+//       stages: JobConfigProto.stage_placements, one placement per pipeline stage; the
+//       compiler then assigns each op a stage by cost (compiler/pipeline/stage_balance_pass.h)
 // Options after input/variable/op statements (space separated):
 //   placement=cpu:[0,1] | cpu:[[0,1],[2,3]] | cpu:0-511
 //   sbp=[S(0), B]          pins the defined tensor's layout (one SBP per mesh axis); with k

@@ -287,6 +287,56 @@ TEST_F(TextFormatTest, LargePlacementsParseQuickly) {
   EXPECT_NE(printed.find("h1 = relu(h0) placement=cpu:0-511\n"), std::string::npos);
 }
 
+TEST_F(TextFormatTest, StagePlacementsRoundTripAndValidate) {
+  const std::string text =
+      "config(micro_batches=4, stages=[cpu:[0, 1], cpu:[[2,3],[4,5]], cpu:6-15])\n"
+      "x = input(shape=[8,4])\n"
+      "y = relu(x)\n";
+  absl::StatusOr<Graph> mixed = ParseGraph(text, *registry_);
+  ExpectError(mixed.status(), absl::StatusCode::kInvalidArgument,
+              {"stage_placements[1]", "cpu:[[2,3],[4,5]]", "2 hierarchy axes", "stage_placements[0]", "hint"});
+
+  const std::string same_rank = "config(micro_batches=4, stages=[cpu:[0, 1], cpu:[2,3], cpu:6-15])\nx = input(shape=[8,4])\n";
+  Graph g = testing::ParseOrDie(same_rank, *registry_);
+  ASSERT_EQ(g.config().stage_placements_size(), 3);
+  EXPECT_EQ(Placement::FromProto(g.config().stage_placements(0))->ToString(), "cpu:[0,1]");
+  EXPECT_EQ(Placement::FromProto(g.config().stage_placements(2))->num_devices(), 10);
+  const std::string printed = ExpectRoundTrip(same_rank);
+  EXPECT_NE(printed.find("config(micro_batches=4, stages=[cpu:[0,1], cpu:[2,3], cpu:6-15])\n"), std::string::npos)
+      << printed;
+
+  ExpectError(ParseError("config(stages=[relu])\n"), absl::StatusCode::kInvalidArgument,
+              {"line 1:16", "stages: relu is not a placement", "hint"});
+  ExpectError(ParseError("config(stages=[cpu:[0,0]])\n"), absl::StatusCode::kInvalidArgument,
+              {"line 1:16", "bad placement 'cpu:[0,0]'", "duplicate rank"});
+  ExpectError(ParseError("config(stages=[])\n"), absl::StatusCode::kInvalidArgument, {"non-empty list"});
+  ExpectError(ParseError("x = input(shape=[2,2])\ny = matmul(x, x, transpose_a=cpu:[0])\n"),
+              absl::StatusCode::kInvalidArgument, {"line 2", "attribute 'transpose_a' cannot be a placement (cpu:[0])"});
+}
+
+TEST_F(TextFormatTest, PortableInitializerRoundTrips) {
+  const std::string text =
+      "a = variable(shape=[4,8], init=portable(0.02, 3))\n"
+      "b = variable(shape=[8], init=portable(0.5, 17, seed=7))\n";
+  Graph g = testing::ParseOrDie(text, *registry_);
+  const InitializerProto& a = g.tensor(g.FindTensor("a")).initializer;
+  EXPECT_EQ(a.kind(), InitializerProto::PORTABLE_UNIFORM);
+  EXPECT_EQ(a.stddev(), 0.02);
+  EXPECT_EQ(a.stream(), 3u);
+  EXPECT_EQ(a.portable_seed(), 0u);
+  const InitializerProto& b = g.tensor(g.FindTensor("b")).initializer;
+  EXPECT_EQ(b.stream(), 17u);
+  EXPECT_EQ(b.portable_seed(), 7u);
+  EXPECT_EQ(b.seed(), 0u) << "seed= of portable(...) is its generator seed, not the Philox key";
+  const std::string printed = ExpectRoundTrip(text);
+  EXPECT_NE(printed.find("init=portable(0.02, 3))"), std::string::npos) << printed;
+  EXPECT_NE(printed.find("init=portable(0.5, 17, seed=7))"), std::string::npos) << printed;
+  ExpectError(ParseError("w = variable(shape=[4], init=portable(0.1))\n"), absl::StatusCode::kInvalidArgument,
+              {"portable(...) needs stream (std, stream)"});
+  ExpectError(ParseError("w = variable(shape=[4], init=portable(0.1, -1))\n"), absl::StatusCode::kInvalidArgument,
+              {"stream"});
+}
+
 }  // namespace
 }  // namespace compiler
 }  // namespace oneflow_like

@@ -130,6 +130,27 @@ absl::Status Parser::Placed(const LineScanner& s, const Options& options, std::o
   return absl::OkStatus();
 }
 
+// config(..., stages=[cpu:[0,1], cpu:[2,3]]): one placement per pipeline stage.
+absl::Status StagePlacements(const LineScanner& s, const TextValue& list, JobConfigProto* config) {
+  constexpr char kHint[] = "one placement per pipeline stage, e.g. stages=[cpu:[0,1], cpu:[2,3]]";
+  if (list.kind != Kind::kList || list.items.empty()) {
+    return s.Error(list.column, absl::StrCat("stages must be a non-empty list of placements, got ", list.Describe()),
+                   kHint);
+  }
+  for (const TextValue& item : list.items) {
+    if (item.kind != Kind::kPlacement) {
+      return s.Error(item.column, absl::StrCat("stages: ", item.Describe(), " is not a placement"), kHint);
+    }
+    absl::StatusOr<Placement> p = Placement::Parse(item.text);
+    if (!p.ok()) {
+      return s.Error(item.column, absl::StrCat("bad placement '", item.text, "': ", p.status().message()),
+                     kPlacementHint);
+    }
+    *config->add_stage_placements() = p->ToProto();
+  }
+  return absl::OkStatus();
+}
+
 absl::Status Parser::Source(LineScanner& s, const std::vector<Lhs>& lhs, const TextValue& call) {
   const bool variable = call.text == "variable";
   if (lhs.size() != 1) return s.Error(lhs[1].column, absl::StrCat(call.text, "(...) defines exactly one tensor"));
@@ -304,14 +325,15 @@ absl::Status Parser::Keyword(LineScanner& s, const TextValue& call) {
     train_line_ = s.line_number();
   } else if (call.text == "config") {
     if (config_line_ > 0) return s.Error(call.column, absl::StrCat("config(...) is already given on line ", config_line_));
-    const std::vector<std::string> params = {"name", "micro_batches", "gradient_accumulation_steps", "zero_stage", "seed"};
+    const std::vector<std::string> params = {"name",       "micro_batches", "gradient_accumulation_steps",
+                                             "zero_stage", "seed",          "stages"};
     ASSIGN_OR_RETURN(std::vector<const TextValue*> args, Bind(s, call, params));
     JobConfigProto* c = graph_.mutable_config();
     if (args[0] != nullptr) {
       if (args[0]->kind != Kind::kString) return s.Error(args[0]->column, "the job name must be a \"string\"");
       graph_.set_name(args[0]->text);
     }
-    int64_t v[5] = {0, 0, 0, 0, 0};
+    int64_t v[5] = {0, 0, 0, 0, 0};  // the integer params
     for (int i = 1; i < 5; ++i) {
       if (args[i] != nullptr) {
         ASSIGN_OR_RETURN(v[i], AsInt(s, *args[i], params[i], 0));
@@ -321,6 +343,7 @@ absl::Status Parser::Keyword(LineScanner& s, const TextValue& call) {
     c->set_gradient_accumulation_steps(static_cast<int32_t>(v[2]));
     c->set_zero_stage(static_cast<int32_t>(v[3]));
     c->set_seed(static_cast<uint64_t>(v[4]));
+    if (args[5] != nullptr) RETURN_IF_ERROR(StagePlacements(s, *args[5], c));
     config_line_ = s.line_number();
   } else {
     const bool is_op = registry_.Find(call.text) != nullptr || call.text == "input" || call.text == "variable";

@@ -51,6 +51,11 @@ std::string InitializerText(const InitializerProto& init) {
       args = {FormatDouble(init.stddev())};
       if (init.mean() != 0) args.push_back(FormatDouble(init.mean()));
       break;
+    case InitializerProto::PORTABLE_UNIFORM:  // its seed is portable_seed (the Philox key is unused)
+      kind = "portable";
+      args = {FormatDouble(init.stddev()), absl::StrCat(init.stream())};
+      if (init.portable_seed() != 0) args.push_back(absl::StrCat("seed=", init.portable_seed()));
+      return absl::StrCat(kind, "(", absl::StrJoin(args, ", "), ")");
     default: kind = "zeros"; break;
   }
   if (init.seed() != 0) args.push_back(absl::StrCat("seed=", init.seed()));
@@ -77,6 +82,14 @@ std::string ConfigLine(const Graph& g) {
   }
   if (c.zero_stage() != 0) args.push_back(absl::StrCat("zero_stage=", c.zero_stage()));
   if (c.seed() != 0) args.push_back(absl::StrCat("seed=", c.seed()));
+  if (c.stage_placements_size() > 0) {
+    std::vector<std::string> stages;
+    for (const PlacementProto& proto : c.stage_placements()) {
+      absl::StatusOr<Placement> p = Placement::FromProto(proto);
+      stages.push_back(p.ok() ? PlacementText(*p) : "<invalid placement>");
+    }
+    args.push_back(absl::StrCat("stages=[", absl::StrJoin(stages, ", "), "]"));
+  }
   return args.empty() ? "" : absl::StrCat("config(", absl::StrJoin(args, ", "), ")");
 }
 

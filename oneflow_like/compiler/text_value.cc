@@ -50,6 +50,7 @@ std::string TextValue::Describe() const {
     case Kind::kName: return text;
     case Kind::kList: return "[...]";
     case Kind::kCall: return absl::StrCat(text, "(...)");
+    case Kind::kPlacement: return text;
   }
   return "?";
 }
@@ -188,12 +189,34 @@ absl::StatusOr<TextValue> LineScanner::Value() {
       ++pos_;
       v.kind = TextValue::Kind::kCall;
       ASSIGN_OR_RETURN(v.items, CallArgs());
+    } else if (pos_ < line_.size() && line_[pos_] == ':') {
+      PlacementTail(&v);
     }
     return v;
   }
   if (AtEnd()) return Error(column(), "expected a value, found the end of the line");
   return Error(column(), absl::StrCat("expected a value, found '", line_.substr(pos_, 1), "'"),
                "values are numbers, true/false, \"strings\", names, [lists] or calls like normal(0.02)");
+}
+
+void LineScanner::PlacementTail(TextValue* v) {
+  v->kind = TextValue::Kind::kPlacement;
+  const size_t start = pos_++;  // the ':'
+  int depth = 0;
+  while (pos_ < line_.size()) {
+    const char c = line_[pos_];
+    if (c == '[') {
+      ++depth;
+    } else if (c == ']') {
+      if (depth == 0) break;
+      --depth;
+    } else if (depth == 0 && !absl::ascii_isdigit(static_cast<unsigned char>(c)) && c != '-') {
+      break;
+    }
+    ++pos_;
+    if (depth == 0 && c == ']') break;
+  }
+  absl::StrAppend(&v->text, line_.substr(start, pos_ - start));
 }
 
 absl::StatusOr<std::vector<TextValue>> LineScanner::CallArgs() {

@@ -15,15 +15,16 @@ namespace oneflow_like {
 namespace compiler {
 namespace text_internal {
 
-// A value as written: 3, -1.5e-3, inf, true, "gelu", name, [1, 2], normal(0.02, seed=3).
+// A value as written: 3, -1.5e-3, inf, true, "gelu", name, [1, 2], normal(0.02, seed=3),
+// cpu:[0,1] (a placement: `text` holds it verbatim for Placement::Parse).
 struct TextValue {
-  enum class Kind { kInt, kFloat, kBool, kString, kName, kList, kCall };
+  enum class Kind { kInt, kFloat, kBool, kString, kName, kList, kCall, kPlacement };
   Kind kind = Kind::kName;
   int column = 0;                // 1-based column where the value starts
   int64_t i = 0;                 // kInt
   double f = 0;                  // kFloat
   bool b = false;                // kBool
-  std::string text;              // kString contents, kName, kCall callee
+  std::string text;              // kString contents, kName, kCall callee, kPlacement text
   std::vector<TextValue> items;  // kList items, kCall arguments
   std::string key;               // as a call argument: its "key=", empty if positional
   int key_column = 0;
@@ -67,6 +68,8 @@ class LineScanner {
 
  private:
   absl::StatusOr<TextValue> Number();
+  // After a name `v`, at ':': reads the rest of a placement ("cpu" + ":[0,1]" or ":0-3").
+  void PlacementTail(TextValue* v);
 
   absl::string_view line_;
   int line_number_;

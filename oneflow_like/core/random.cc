@@ -71,4 +71,28 @@ void FillNormal(Tensor* shard, const Shape& logical_shape, const std::vector<int
   Fill(shard, logical_shape, offset, [&](uint64_t i) { return mean + stddev * PhiloxNormal(seed, i); });
 }
 
+uint64_t SplitMix64(uint64_t x) {
+  uint64_t z = x + 0x9E3779B97F4A7C15ull;
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+
+double PortableUniform(uint64_t seed, uint64_t stream, uint64_t index) {
+  const uint64_t key = (seed << 48) | (stream << 32) | index;
+  return static_cast<double>(SplitMix64(key) >> 40) * k2Pow24Inv;
+}
+
+float PortableUniformValue(uint64_t seed, uint64_t stream, uint64_t index, double stddev) {
+  // Same association as numpy's `0.02 * math.sqrt(3.0) * (2.0 * u - 1.0)`.
+  const double scale = stddev * std::sqrt(3.0);
+  return static_cast<float>(scale * (2.0 * PortableUniform(seed, stream, index) - 1.0));
+}
+
+void FillPortableUniform(Tensor* shard, const Shape& logical_shape, const std::vector<int64_t>& offset,
+                         uint64_t seed, uint64_t stream, double stddev) {
+  Fill(shard, logical_shape, offset,
+       [&](uint64_t i) { return static_cast<double>(PortableUniformValue(seed, stream, i, stddev)); });
+}
+
 }  // namespace oneflow_like

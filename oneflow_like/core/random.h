@@ -5,6 +5,16 @@
 //   PhiloxUniform(seed, i)  in [0, 1)   (24 random mantissa bits)
 //   PhiloxNormal(seed, i)   standard normal (Box-Muller on the counter's two uniforms)
 //
+// A second, "portable" generator reproduces ../shared/bench/torch_gpt.py's portable_uniform
+// bit-exactly (so a model's initial weights equal PyTorch's element for element):
+//   SplitMix64(x)                        Steele et al.'s 64-bit finalizer (wrapping arithmetic)
+//   PortableUniform(seed, stream, i)     (SplitMix64(seed<<48 | stream<<32 | i) >> 40) / 2^24
+//   PortableUniformValue(seed, stream, i, std)
+//                                        float(std * sqrt(3) * (2u - 1)), computed in double
+// e.g. SplitMix64(0) = 0xe220a8397b1dcdaf, PortableUniform(0, 0, 0) = 0.8833107948303223.
+// The key is OR-ed exactly as torch_gpt.py does (shifts wrap; a stream >= 2^16 or an index >=
+// 2^32 overlaps the higher fields, as there).
+//
 // The Fill* functions fill a shard: `shard` has the physical shape, `info` says where it sits
 // in the logical tensor (logical shape + per-axis offset), and element (logical index L) gets
 // the value for counter L.
@@ -26,6 +36,10 @@ std::array<uint32_t, 4> Philox4x32(uint64_t counter_lo, uint64_t counter_hi, uin
 double PhiloxUniform(uint64_t seed, uint64_t index);
 double PhiloxNormal(uint64_t seed, uint64_t index);
 
+uint64_t SplitMix64(uint64_t x);
+double PortableUniform(uint64_t seed, uint64_t stream, uint64_t index);
+float PortableUniformValue(uint64_t seed, uint64_t stream, uint64_t index, double stddev);
+
 // Calls fn(physical_index, logical_index) for every element of a shard, in physical order.
 template <typename Fn>
 void ForEachLogicalIndex(const Shape& physical, const Shape& logical, const std::vector<int64_t>& offset,
@@ -36,6 +50,10 @@ void FillUniform(Tensor* shard, const Shape& logical_shape, const std::vector<in
                  uint64_t seed, double low, double high);
 void FillNormal(Tensor* shard, const Shape& logical_shape, const std::vector<int64_t>& offset,
                 uint64_t seed, double mean, double stddev);
+// PortableUniformValue(seed, stream, logical index, stddev) into a floating tensor: the float32
+// value is stored (exact for float32 and float64, rounded again for bf16/fp16).
+void FillPortableUniform(Tensor* shard, const Shape& logical_shape, const std::vector<int64_t>& offset,
+                         uint64_t seed, uint64_t stream, double stddev);
 
 // ---- implementation of the template ----
 template <typename Fn>

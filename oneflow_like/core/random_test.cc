@@ -182,5 +182,66 @@ TEST(FillTest, ShardedFillEqualsWholeFillForEveryLayout) {
   EXPECT_EQ(checked, 4 * 2 * 8);
 }
 
+// Known answers of ../shared/bench/torch_gpt.py, produced with numpy by
+//   cd /work/shared/bench && /usr/bin/python3 -c "import numpy as np, math
+//   from torch_gpt import splitmix64, portable_uniform
+//   print([hex(int(v)) for v in splitmix64(np.array([0,1,0x123456789ABCDEF],dtype=np.uint64))])
+//   for seed,stream in [(0,0),(0,5),(7,3)]:
+//     u=portable_uniform(seed,stream,100000); w=(0.02*math.sqrt(3.0)*(2.0*u-1.0)).astype(np.float32)
+//     print(seed,stream,[repr(float(u[i])) for i in [0,1,2,99999]],[repr(float(w[i])) for i in [0,1,2,99999]])"
+TEST(PortableTest, SplitMix64KnownAnswers) {
+  EXPECT_EQ(SplitMix64(0), 0xe220a8397b1dcdafull);
+  EXPECT_EQ(SplitMix64(1), 0x910a2dec89025cc1ull);
+  EXPECT_EQ(SplitMix64(0x123456789ABCDEFull), 0x157a3807a48faa9dull);
+}
+
+TEST(PortableTest, UniformAndValueMatchTorchGptPy) {
+  struct Case {
+    uint64_t seed, stream;
+    double u[4];
+    float w[4];
+  };
+  const uint64_t index[4] = {0, 1, 2, 99999};
+  const Case cases[] = {
+      {0, 0, {0.8833107948303223, 0.5665615200996399, 0.5911896824836731, 0.565308690071106},
+       {0.026556551456451416f, 0.0046115173026919365f, 0.006317806430160999f, 0.0045247189700603485f}},
+      {0, 5, {0.7116989493370056, 0.4415163993835449, 0.10161781311035156, 0.9492842555046082},
+       {0.014666933566331863f, -0.004051862750202417f, -0.0276007279753685f, 0.03112732619047165f}},
+      {7, 3, {0.8835062384605408, 0.35016828775405884, 0.9914383292198181, 0.34107518196105957},
+       {0.026570091024041176f, -0.010380645282566547f, 0.034047845751047134f, -0.01101063471287489f}},
+  };
+  for (const Case& c : cases) {
+    for (int k = 0; k < 4; ++k) {
+      EXPECT_EQ(PortableUniform(c.seed, c.stream, index[k]), c.u[k]) << c.seed << "/" << c.stream << "/" << index[k];
+      EXPECT_EQ(PortableUniformValue(c.seed, c.stream, index[k], 0.02), c.w[k])
+          << c.seed << "/" << c.stream << "/" << index[k];
+    }
+  }
+}
+
+// Every shard of every layout holds exactly the slice of the whole portable fill.
+TEST(PortableTest, ShardedFillEqualsWholeFill) {
+  const Shape logical{9, 6};
+  Tensor whole(DataType::kFloat32, logical);
+  FillPortableUniform(&whole, logical, {0, 0}, 3, 11, 0.02);
+  for (int64_t i = 0; i < whole.elem_count(); ++i) {
+    ASSERT_EQ(whole.data<float>()[i], PortableUniformValue(3, 11, static_cast<uint64_t>(i), 0.02)) << i;
+  }
+  for (const auto& [text, hierarchy] : std::vector<std::pair<const char*, std::vector<int64_t>>>{
+           {"S(0)", {2}}, {"S(1)", {4}}, {"(S(0), S(1))", {2, 2}}, {"(B, S(0))", {2, 4}}}) {
+    NdSbp nd = NdSbp::Parse(text).value();
+    int64_t devices = 1;
+    for (int64_t h : hierarchy) devices *= h;
+    for (int64_t d = 0; d < devices; ++d) {
+      ShardSlice slice = GetShardSlice(logical, nd, hierarchy, d);
+      Tensor shard(DataType::kFloat32, slice.shape);
+      FillPortableUniform(&shard, logical, slice.offset, 3, 11, 0.02);
+      Tensor expected(DataType::kFloat32, slice.shape);
+      CopyBlockOut(whole, slice.offset, &expected);
+      EXPECT_TRUE(BytesEqual(shard, expected)) << text << " device " << d;
+    }
+  }
+}
+
 }  // namespace
 }  // namespace oneflow_like

@@ -1,6 +1,7 @@
 #include "oneflow_like/models/gpt.h"
 
 #include <cmath>
+#include <map>
 #include <string>
 #include <utility>
 #include <vector>
@@ -34,6 +35,10 @@ absl::Status CheckConfig(const GptConfig& c, const ParallelLayout& l) {
   if (c.n_embd % c.n_head != 0) {
     return absl::InvalidArgumentError(
         absl::StrCat("gpt: n_embd (", c.n_embd, ") must be divisible by n_head (", c.n_head, ")"));
+  }
+  if (c.gelu_approximate != "none" && c.gelu_approximate != "tanh") {
+    return absl::InvalidArgumentError(absl::StrCat("gpt: gelu_approximate must be \"none\" (erf, as torch) or ",
+                                                   "\"tanh\", got \"", c.gelu_approximate, "\""));
   }
   if (c.n_layer < l.pp) {
     return absl::InvalidArgumentError(absl::StrCat("gpt: n_layer (", c.n_layer, ") must be at least the number of ",
@@ -77,15 +82,19 @@ class StageMesh {
 class GptWriter {
  public:
   GptWriter(const OpRegistry& registry, const GptConfig& c, const ParallelLayout& l)
-      : b_(&registry, "gpt"), c_(c), l_(l) {}
+      : b_(&registry, "gpt"), c_(c), l_(l) {
+    const std::vector<GptParameterName> names = GptParameterNames(c);
+    for (size_t i = 0; i < names.size(); ++i) stream_of_[names[i].job_name] = i;
+  }
 
   absl::StatusOr<compiler::Graph> Write(const TrainOptions& train) {
+    seed_ = train.seed;
     const int64_t per_stage = (c_.n_layer + l_.pp - 1) / l_.pp;
     stage_ = 0;
     StageMesh mesh0(l_, 0);
     TensorRef idx = b_.Input("idx", {c_.batch, c_.seq_len}, DataType::kInt64, mesh0.placement(), mesh0.Data());
-    TensorRef wte = Param("wte", {c_.vocab, c_.n_embd}, std::nullopt, compiler::NormalInit(0.02));
-    TensorRef wpe = Param("wpe", {c_.seq_len, c_.n_embd}, std::nullopt, compiler::NormalInit(0.02));
+    TensorRef wte = Param("wte", {c_.vocab, c_.n_embd}, std::nullopt, WeightInit("wte"));
+    TensorRef wpe = Param("wpe", {c_.seq_len, c_.n_embd}, std::nullopt, WeightInit("wpe"));
     TensorRef x = Op("embedding", {wte, idx}, {}, "wte.lookup");
     x = Op("add", {x, wpe}, {}, "embed.add");
     for (int64_t layer = 0; layer < c_.n_layer; ++layer) {
@@ -97,8 +106,8 @@ class GptWriter {
     TensorRef targets =
         b_.Input("targets", {c_.batch, c_.seq_len}, DataType::kInt64, last.placement(), last.Data());
     TensorRef h = LayerNorm("ln_f", x);
-    TensorRef logits = Op("matmul", {h, Param("lm_head.weight", {c_.vocab, c_.n_embd}, std::nullopt, compiler::NormalInit(0.02))},
-                          {{"transpose_b", true}}, "lm_head");
+    TensorRef head = Param("lm_head.weight", {c_.vocab, c_.n_embd}, std::nullopt, WeightInit("lm_head.weight"));
+    TensorRef logits = Op("matmul", {h, head}, {{"transpose_b", true}}, "lm_head");
     TensorRef loss = Op("sparse_softmax_cross_entropy", {logits, targets}, {}, "loss");
     b_.Output(loss);
     OptimizerProto opt = train.optimizer;
@@ -109,13 +118,26 @@ class GptWriter {
     config->set_gradient_accumulation_steps(train.gradient_accumulation_steps);
     config->set_zero_stage(train.zero_stage);
     config->set_seed(train.seed);
+    RETURN_IF_ERROR(error_);
     return std::move(b_).Build();
   }
 
  private:
   StageMesh Mesh() const { return StageMesh(l_, stage_); }
 
-  // A stage-local parameter; weights ~ N(0, 0.02), biases 0, LayerNorm 1 / 0 (as torch_gpt.py).
+  // A Linear/Embedding weight: torch_gpt.py's portable init with the parameter's stream
+  // number, or N(0, 0.02).
+  InitializerProto WeightInit(const std::string& name) {
+    if (c_.init == GptInit::kNormal) return compiler::NormalInit(0.02);
+    auto it = stream_of_.find(name);
+    if (it == stream_of_.end()) {
+      error_ = absl::InternalError(absl::StrCat("gpt: parameter '", name, "' is missing from GptParameterNames"));
+      return InitializerProto();
+    }
+    return compiler::PortableInit(0.02, it->second, seed_);
+  }
+
+  // A stage-local parameter; weights by WeightInit, biases 0, LayerNorm 1 / 0 (as torch_gpt.py).
   TensorRef Param(const std::string& name, Shape shape, std::optional<NdSbp> sbp, InitializerProto init) {
     return b_.Variable(name, std::move(shape), init, DataType::kFloat32, Mesh().placement(), std::move(sbp));
   }
@@ -141,7 +163,7 @@ class GptWriter {
   // y = x @ W^T + b for a torch-layout weight W[out, in]; `column` splits out, else in.
   TensorRef Linear(const std::string& name, TensorRef x, int64_t in, int64_t out, bool column) {
     StageMesh mesh = Mesh();
-    TensorRef w = Param(name + ".weight", {out, in}, mesh.Model(column ? 0 : 1), compiler::NormalInit(0.02));
+    TensorRef w = Param(name + ".weight", {out, in}, mesh.Model(column ? 0 : 1), WeightInit(name + ".weight"));
     TensorRef y = Op("matmul", {x, w}, {{"transpose_b", true}}, name);
     TensorRef bias = Param(name + ".bias", {out}, column ? mesh.Model(0) : std::nullopt, compiler::ZerosInit());
     return Op("bias_add", {y, bias}, {}, name + ".bias_add");
@@ -176,7 +198,7 @@ class GptWriter {
     x = Op("add", {x, y}, {}, p + ".residual1");
     h = LayerNorm(p + ".ln2", x);
     h = Linear(p + ".fc", h, C, 4 * C, /*column=*/true);
-    h = Op("gelu", {h}, {}, p + ".gelu");
+    h = Op("gelu", {h}, {{"approximate", c_.gelu_approximate}}, p + ".gelu");
     h = Linear(p + ".fc2", h, 4 * C, C, /*column=*/false);
     return Op("add", {x, h}, {}, p + ".residual2");
   }
@@ -185,6 +207,9 @@ class GptWriter {
   GptConfig c_;
   ParallelLayout l_;
   int64_t stage_ = 0;
+  uint64_t seed_ = 0;
+  std::map<std::string, uint64_t> stream_of_;  // job name -> portable stream number
+  absl::Status error_;                         // first internal error while writing
 };
 
 }  // namespace
@@ -193,6 +218,22 @@ absl::StatusOr<compiler::Graph> BuildGptJob(const OpRegistry& registry, const Gp
                                             const ParallelLayout& layout, const TrainOptions& train) {
   RETURN_IF_ERROR(CheckConfig(config, layout));
   return GptWriter(registry, config, layout).Write(train);
+}
+
+std::vector<GptParameterName> GptParameterNames(const GptConfig& c) {
+  std::vector<GptParameterName> names = {{"wte.weight", "wte"}, {"wpe.weight", "wpe"}};
+  for (int64_t layer = 0; layer < c.n_layer; ++layer) {
+    for (const char* module : {"ln1", "qkv", "proj", "ln2", "fc", "fc2"}) {
+      for (const char* field : {"weight", "bias"}) {
+        names.push_back({absl::StrCat("blocks.", layer, ".", module, ".", field),
+                         absl::StrCat("h", layer, ".", module, ".", field)});
+      }
+    }
+  }
+  names.push_back({"ln_f.weight", "ln_f.weight"});
+  names.push_back({"ln_f.bias", "ln_f.bias"});
+  names.push_back({"lm_head.weight", "lm_head.weight"});
+  return names;
 }
 
 int64_t GptParameterCount(const GptConfig& c) {

@@ -10,7 +10,14 @@
 //     x = x + y;  x = x + fc2(gelu(fc(layer_norm(x))))  fc[4C,C], fc2[C,4C]
 //   loss = sparse_softmax_cross_entropy(layer_norm_f(x) @ Wlm^T, targets)   Wlm[V,C], no bias
 // Weights keep torch's (out, in) layout (matmul with transpose_b=true) so a portable
-// initialization can be compared element by element. The gelu here is the tanh approximation.
+// initialization can be compared element by element.
+//
+// Exact reproduction of torch_gpt.py (the defaults): GptInit::kPortable gives parameter number
+// pi of torch's named_parameters() order (GptParameterNames) the PORTABLE_UNIFORM initializer
+// (std 0.02, stream pi, portable_seed = TrainOptions::seed, which is also the job seed) for
+// Linear/Embedding weights, LayerNorm 1 / 0 and biases 0, exactly as init_weights(init=
+// "portable", seed); gelu_approximate "none" is torch's exact erf GELU. Fed with
+// synthetic_data.h's SyntheticBatch, the job computes torch_gpt.py's losses to float rounding.
 //
 // The parallel layout {dp, tp, pp}: world = dp * tp * pp ranks; pipeline stage s runs on ranks
 // [s*dp*tp, (s+1)*dp*tp) arranged as a [dp, tp] mesh (1-D when dp or tp is 1); blocks are
@@ -25,12 +32,19 @@
 #define ONEFLOW_LIKE_MODELS_GPT_H_
 
 #include <cstdint>
+#include <string>
+#include <vector>
 
 #include "oneflow_like/compiler/graph.h"
 #include "oneflow_like/core/proto/job.pb.h"
 
 namespace oneflow_like {
 namespace models {
+
+enum class GptInit {
+  kPortable,  // torch_gpt.py init="portable": bit-exact, comparable across runtimes
+  kNormal,    // weights N(0, 0.02) from the Philox initializer (same law, other numbers)
+};
 
 struct GptConfig {
   int64_t vocab = 2048;
@@ -39,6 +53,8 @@ struct GptConfig {
   int64_t n_embd = 256;
   int64_t n_head = 4;
   int64_t batch = 8;  // sequences per piece (micro-batch)
+  GptInit init = GptInit::kPortable;
+  std::string gelu_approximate = "none";  // gelu's attr: "none" (erf, as torch) or "tanh"
 };
 
 struct ParallelLayout {
@@ -53,7 +69,7 @@ struct TrainOptions {
   int32_t micro_batches = 0;  // job config (see job.proto)
   int32_t gradient_accumulation_steps = 0;
   int32_t zero_stage = 0;
-  uint64_t seed = 0;
+  uint64_t seed = 0;  // JobConfigProto.seed, and the portable init's seed (torch_gpt.py `seed`)
 };
 
 // The GPT job. InvalidArgument for a bad config (n_embd not divisible by n_head, a zero or
@@ -63,6 +79,15 @@ absl::StatusOr<compiler::Graph> BuildGptJob(const OpRegistry& registry, const Gp
 
 // Number of trainable parameters of the GPT (for checks against torch_gpt.py's count).
 int64_t GptParameterCount(const GptConfig& config);
+
+// The parameters in torch_gpt.py's named_parameters() order (index = portable stream number):
+// torch's name and the job's variable name, e.g. {"wte.weight", "wte"},
+// {"blocks.0.ln1.weight", "h0.ln1.weight"}, ..., {"lm_head.weight", "lm_head.weight"}.
+struct GptParameterName {
+  std::string torch_name;
+  std::string job_name;
+};
+std::vector<GptParameterName> GptParameterNames(const GptConfig& config);
 
 }  // namespace models
 }  // namespace oneflow_like

@@ -1,5 +1,8 @@
 #include "oneflow_like/models/gpt.h"
 
+#include <string>
+#include <vector>
+
 #include "gtest/gtest.h"
 #include "oneflow_like/compiler/infer_pass.h"
 #include "oneflow_like/compiler/test_util.h"
@@ -76,6 +79,82 @@ TEST_F(GptTest, BadConfigsNameTheField) {
   g = BuildGptJob(*registry_, GptConfig{}, ParallelLayout{.dp = 0});
   ASSERT_FALSE(g.ok());
   EXPECT_NE(g.status().message().find("layout.dp"), std::string::npos) << g.status();
+}
+
+// torch_gpt.py's named_parameters() for GPTConfig(vocab=64, seq_len=16, n_layer=2, n_embd=32,
+// n_head=2), with shapes, produced by
+//   cd /work/shared/bench && /usr/bin/python3 -c "from torch_gpt import GPT, GPTConfig
+//   m=GPT(GPTConfig(vocab=64, seq_len=16, n_layer=2, n_embd=32, n_head=2))
+//   print(', '.join('{\"%s\", {%s}}'%(n, ', '.join(map(str,p.shape))) for n,p in m.named_parameters()))"
+struct TorchParameter {
+  const char* name;
+  std::vector<int64_t> shape;
+};
+const std::vector<TorchParameter> kTorchParameters = {
+    {"wte.weight", {64, 32}}, {"wpe.weight", {16, 32}}, {"blocks.0.ln1.weight", {32}}, {"blocks.0.ln1.bias", {32}},
+    {"blocks.0.qkv.weight", {96, 32}}, {"blocks.0.qkv.bias", {96}}, {"blocks.0.proj.weight", {32, 32}},
+    {"blocks.0.proj.bias", {32}}, {"blocks.0.ln2.weight", {32}}, {"blocks.0.ln2.bias", {32}},
+    {"blocks.0.fc.weight", {128, 32}}, {"blocks.0.fc.bias", {128}}, {"blocks.0.fc2.weight", {32, 128}},
+    {"blocks.0.fc2.bias", {32}}, {"blocks.1.ln1.weight", {32}}, {"blocks.1.ln1.bias", {32}},
+    {"blocks.1.qkv.weight", {96, 32}}, {"blocks.1.qkv.bias", {96}}, {"blocks.1.proj.weight", {32, 32}},
+    {"blocks.1.proj.bias", {32}}, {"blocks.1.ln2.weight", {32}}, {"blocks.1.ln2.bias", {32}},
+    {"blocks.1.fc.weight", {128, 32}}, {"blocks.1.fc.bias", {128}}, {"blocks.1.fc2.weight", {32, 128}},
+    {"blocks.1.fc2.bias", {32}}, {"ln_f.weight", {32}}, {"ln_f.bias", {32}}, {"lm_head.weight", {64, 32}}};
+
+bool EndsWith(const std::string& s, const std::string& suffix) {
+  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+TEST_F(GptTest, ParametersFollowTorchNamedParametersWithPortableInit) {
+  const GptConfig c{.vocab = 64, .seq_len = 16, .n_layer = 2, .n_embd = 32, .n_head = 2, .batch = 2};
+  const std::vector<GptParameterName> names = GptParameterNames(c);
+  ASSERT_EQ(names.size(), kTorchParameters.size());
+  TrainOptions train;
+  train.seed = 3;
+  absl::StatusOr<Graph> built = BuildGptJob(*registry_, c, ParallelLayout{}, train);
+  ASSERT_TRUE(built.ok()) << built.status();
+  ASSERT_TRUE(compiler::InferPass().Run(&*built).ok());
+  const Graph& g = *built;
+  int variables = 0;
+  for (const TensorNode& t : g.tensors()) variables += t.is_variable ? 1 : 0;
+  EXPECT_EQ(variables, static_cast<int>(names.size())) << "every variable is a torch parameter";
+  for (size_t pi = 0; pi < names.size(); ++pi) {
+    const std::string torch_name = kTorchParameters[pi].name;
+    EXPECT_EQ(names[pi].torch_name, torch_name) << pi;
+    const compiler::TensorId id = g.FindTensor(names[pi].job_name);
+    ASSERT_TRUE(id.valid()) << names[pi].job_name;
+    const TensorNode& t = g.tensor(id);
+    EXPECT_TRUE(t.is_variable && !t.frozen) << t.name;
+    EXPECT_EQ(t.desc->shape, Shape(kTorchParameters[pi].shape)) << t.name;
+    // torch_gpt.py init_weights: "ln" in name -> 1 / 0; biases 0; else portable(pi).
+    const InitializerProto& init = t.initializer;
+    if (torch_name.find("ln") != std::string::npos) {
+      EXPECT_EQ(init.kind(), EndsWith(torch_name, "weight") ? InitializerProto::ONES : InitializerProto::ZEROS)
+          << t.name;
+    } else if (EndsWith(torch_name, "bias")) {
+      EXPECT_EQ(init.kind(), InitializerProto::ZEROS) << t.name;
+    } else {
+      EXPECT_EQ(init.kind(), InitializerProto::PORTABLE_UNIFORM) << t.name;
+      EXPECT_EQ(init.stream(), pi) << t.name;
+      EXPECT_EQ(init.stddev(), 0.02) << t.name;
+      EXPECT_EQ(init.portable_seed(), 3u) << t.name;
+    }
+  }
+  EXPECT_EQ(g.config().seed(), 3u);
+  EXPECT_EQ(g.op(g.FindOp("h1.gelu")).attrs.String("approximate"), "none");
+}
+
+TEST_F(GptTest, NormalInitAndTanhGeluOnRequest) {
+  GptConfig c{.vocab = 64, .seq_len = 16, .n_layer = 1, .n_embd = 32, .n_head = 2, .batch = 2};
+  c.init = GptInit::kNormal;
+  c.gelu_approximate = "tanh";
+  Graph g = BuildAndInfer(c, ParallelLayout{});
+  EXPECT_EQ(g.tensor(g.FindTensor("h0.fc.weight")).initializer.kind(), InitializerProto::NORMAL);
+  EXPECT_EQ(g.op(g.FindOp("h0.gelu")).attrs.String("approximate"), "tanh");
+  c.gelu_approximate = "erf";
+  absl::StatusOr<Graph> bad = BuildGptJob(*registry_, c, ParallelLayout{});
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("gelu_approximate"), std::string::npos) << bad.status();
 }
 
 }  // namespace

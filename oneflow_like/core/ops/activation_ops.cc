@@ -1,9 +1,13 @@
-// Activation ops: relu, relu_grad, gelu (tanh approximation), gelu_grad.
+// Activation ops: relu, relu_grad, gelu, gelu_grad.
 //
 //   relu(x)          y = max(x, 0) (NaN propagates)
 //   relu_grad(dy, y) dx = y > 0 ? dy : 0            (uses the forward *output*)
-//   gelu(x)          y = 0.5 x (1 + tanh(u)),  u = sqrt(2/pi) (x + 0.044715 x^3)
-//   gelu_grad(dy, x) dx = dy * d gelu / dx            (uses the forward *input*)
+//   gelu(x)          approximate="tanh" (default): y = 0.5 x (1 + tanh(u)),
+//                                                  u = sqrt(2/pi) (x + 0.044715 x^3)
+//                    approximate="none" (exact, torch's F.gelu default):
+//                                                  y = x Phi(x) = 0.5 x (1 + erf(x / sqrt(2)))
+//   gelu_grad(dy, x) dx = dy * d gelu / dx            (uses the forward *input*; same attr)
+//                    exact: d gelu / dx = Phi(x) + x phi(x), phi(x) = e^(-x^2/2) / sqrt(2 pi)
 //
 // SBP: the forward ops are nonlinear, so only S(i) -> S(i) and B -> B. The *_grad ops are
 // linear in dy: S(i),S(i) -> S(i); B,B -> B; and dy:P, y/x:B -> dx:P.
@@ -16,7 +20,7 @@
 // but must not partially overlap one. float32 gelu uses the identity
 // 0.5 (1 + tanh(u)) = 1 / (1 + e^(-2u)) with row_math's branch-free polynomial exp (which
 // saturates: e^(-2u) -> 0 or ~e^88, so gelu -> x or ~0 in the tails); float64 uses std::tanh
-// (it serves gradient checks).
+// (it serves gradient checks). The exact (erf) form: see NormalCdf below.
 #include <cmath>
 #include <cstdint>
 
@@ -59,6 +63,76 @@ inline T GeluDerivative(T x) {
   const T s = GeluGate(x);
   const T du = static_cast<T>(kSqrt2OverPi) * (T(1) + static_cast<T>(3 * kGeluCubic) * x * x);
   return s + T(2) * x * s * (T(1) - s) * du;
+}
+
+// The exact (erf) gelu: y = x Phi(x), Phi(x) = 0.5 (1 + erf(x / sqrt 2)) = 0.5 erfc(-x / sqrt 2),
+// and dy/dx = Phi(x) + x phi(x), phi(x) = e^(-x^2/2) / sqrt(2 pi).
+// float64 (gradient checks): std::erfc, which keeps full relative accuracy in the negative tail.
+// float32: branch-free and vectorizable, with the Chebyshev-fitted erfc of Press et al.,
+// Numerical Recipes sec. 6.2 (fractional error < 1.2e-7 for all z >= 0):
+//   erfc(z) = t exp(-z^2 + P(t)),  t = 1 / (1 + z/2),  P a degree-9 polynomial,
+// on z = |x| / sqrt 2, with row_math's polynomial exp; Phi(x) = 0.5 erfc(z) for x < 0, else
+// 1 - 0.5 erfc(z).
+constexpr double kSqrtHalf = 0.70710678118654752440;
+constexpr double kInvSqrt2Pi = 0.39894228040143267794;  // 1 / sqrt(2 pi)
+
+inline double NormalCdf(double x) { return 0.5 * std::erfc(-x * kSqrtHalf); }
+inline double NormalPdf(double x) { return std::exp(-0.5 * x * x) * kInvSqrt2Pi; }
+
+// Phi(x) and, through *pdf, phi(x) for float32.
+inline float NormalCdf(float x, float* pdf) {
+  const float z = std::fabs(x) * static_cast<float>(kSqrtHalf);
+  const float t = 1.0f / (1.0f + 0.5f * z);
+  float p = 0.17087277f;
+  p = p * t - 0.82215223f;
+  p = p * t + 1.48851587f;
+  p = p * t - 1.13520398f;
+  p = p * t + 0.27886807f;
+  p = p * t - 0.18628806f;
+  p = p * t + 0.09678418f;
+  p = p * t + 0.37409196f;
+  p = p * t + 1.00002368f;
+  p = p * t - 1.26551223f;
+  const float z2 = z * z;
+  const float half_erfc = 0.5f * t * row_math::Exp(p - z2);  // Phi(-|x|)
+  *pdf = row_math::Exp(-z2) * static_cast<float>(kInvSqrt2Pi);
+  return x < 0.0f ? half_erfc : 1.0f - half_erfc;
+}
+
+inline double ErfGeluValue(double x) { return x * NormalCdf(x); }
+inline double ErfGeluDerivative(double x) { return NormalCdf(x) + x * NormalPdf(x); }
+inline float ErfGeluValue(float x) {
+  float pdf;
+  return x * NormalCdf(x, &pdf);
+}
+inline float ErfGeluDerivative(float x) {
+  float pdf;
+  const float cdf = NormalCdf(x, &pdf);
+  return cdf + x * pdf;
+}
+
+template <typename T>
+inline void ErfGeluLoop(const T* __restrict x, T* __restrict y, int64_t n) {
+  int64_t i = 0;
+  for (; i + kBlock <= n; i += kBlock) {
+    for (int k = 0; k < kBlock; ++k) y[i + k] = ErfGeluValue(x[i + k]);
+  }
+  for (; i < n; ++i) y[i] = ErfGeluValue(x[i]);
+}
+template <typename T>
+inline void ErfGeluGradLoop(const T* __restrict dy, const T* __restrict x, T* __restrict dx, int64_t n) {
+  int64_t i = 0;
+  for (; i + kBlock <= n; i += kBlock) {
+    for (int k = 0; k < kBlock; ++k) dx[i + k] = dy[i + k] * ErfGeluDerivative(x[i + k]);
+  }
+  for (; i < n; ++i) dx[i] = dy[i] * ErfGeluDerivative(x[i]);
+}
+OL_ROW_KERNEL void ErfGeluLoop(const float* __restrict x, float* __restrict y, int64_t n) {
+  ErfGeluLoop<float>(x, y, n);
+}
+OL_ROW_KERNEL void ErfGeluGradLoop(const float* __restrict dy, const float* __restrict x, float* __restrict dx,
+                                   int64_t n) {
+  ErfGeluGradLoop<float>(dy, x, dx, n);
 }
 
 template <typename T>
@@ -188,6 +262,27 @@ KernelFn BinaryKernel(const std::string& op, Loop loop) {
   };
 }
 
+// gelu's `approximate` attr: "tanh" or "none" (erf), as torch.nn.functional.gelu.
+AttrDef GeluApproximateAttr() {
+  return {"approximate", AttrType::kString, AttrValue(std::string("tanh")),
+          "\"tanh\" (tanh approximation) or \"none\" (exact, with erf)"};
+}
+
+absl::Status CheckGeluApproximate(const std::string& op, const InferContext& ctx) {
+  const std::string& a = ctx.attrs.String("approximate");
+  if (a == "tanh" || a == "none") return absl::OkStatus();
+  return OpError(op, ctx.op_name, "approximate must be \"tanh\" or \"none\" (exact erf form), got \"", a, "\"");
+}
+
+bool IsExactGelu(const AttrMap& attrs) { return attrs.String("approximate") == "none"; }
+
+// Picks the tanh or the erf kernel by the `approximate` attr.
+KernelFn GeluKernel(KernelFn tanh_kernel, KernelFn erf_kernel) {
+  return [tanh_kernel, erf_kernel](const KernelContext& ctx) {
+    return IsExactGelu(ctx.attrs) ? erf_kernel(ctx) : tanh_kernel(ctx);
+  };
+}
+
 }  // namespace
 
 absl::Status RegisterActivationOps(OpRegistry* registry) {
@@ -227,34 +322,48 @@ absl::Status RegisterActivationOps(OpRegistry* registry) {
   {
     OpDef def;
     def.name = "gelu";
-    def.doc = "y = 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) (tanh approximation)";
+    def.doc =
+        "approximate=\"tanh\": y = 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))); "
+        "approximate=\"none\": y = 0.5 x (1 + erf(x / sqrt(2)))";
     def.inputs = {"x"};
     def.outputs = {"y"};
+    def.attrs = {GeluApproximateAttr()};
     def.inplace_pairs = {{0, 0}};
-    def.infer = [](const InferContext& ctx) { return InferUnary("gelu", ctx); };
+    def.infer = [](const InferContext& ctx) -> absl::StatusOr<std::vector<TensorDesc>> {
+      RETURN_IF_ERROR(CheckGeluApproximate("gelu", ctx));
+      return InferUnary("gelu", ctx);
+    };
     def.sbp = UnarySbp;
     def.grad = [](GradContext* ctx) -> absl::Status {
       if (!ctx->needs_input_grad(0)) return absl::OkStatus();
-      ASSIGN_OR_RETURN(std::string dx, ctx->EmitOne("gelu_grad", {ctx->output_grad(0), ctx->input(0)}));
+      AttrMap attrs;
+      attrs.Set("approximate", ctx->attrs().String("approximate"));
+      ASSIGN_OR_RETURN(std::string dx, ctx->EmitOne("gelu_grad", {ctx->output_grad(0), ctx->input(0)}, attrs));
       ctx->SetInputGrad(0, dx);
       return absl::OkStatus();
     };
     def.cost = ElementCost(kGeluFlopsPerElement);
-    def.cpu_kernel = UnaryKernel("gelu", [](auto x, auto y, int64_t n) { GeluLoop(x, y, n); });
+    def.cpu_kernel = GeluKernel(UnaryKernel("gelu", [](auto x, auto y, int64_t n) { GeluLoop(x, y, n); }),
+                                UnaryKernel("gelu", [](auto x, auto y, int64_t n) { ErfGeluLoop(x, y, n); }));
     RETURN_IF_ERROR(registry->Register(std::move(def)));
   }
   {
     OpDef def;
     def.name = "gelu_grad";
-    def.doc = "dx = dy * gelu'(x), where x is the forward input";
+    def.doc = "dx = dy * gelu'(x), where x is the forward input and approximate the forward's";
     def.inputs = {"dy", "x"};
     def.outputs = {"dx"};
+    def.attrs = {GeluApproximateAttr()};
     def.inplace_pairs = {{0, 0}};
-    def.infer = [](const InferContext& ctx) { return InferGrad("gelu_grad", "x", ctx); };
+    def.infer = [](const InferContext& ctx) -> absl::StatusOr<std::vector<TensorDesc>> {
+      RETURN_IF_ERROR(CheckGeluApproximate("gelu_grad", ctx));
+      return InferGrad("gelu_grad", "x", ctx);
+    };
     def.sbp = GradSbp;
     def.cost = ElementCost(kGeluFlopsPerElement + 8);
-    def.cpu_kernel =
-        BinaryKernel("gelu_grad", [](auto dy, auto x, auto dx, int64_t n) { GeluGradLoop(dy, x, dx, n); });
+    def.cpu_kernel = GeluKernel(
+        BinaryKernel("gelu_grad", [](auto dy, auto x, auto dx, int64_t n) { GeluGradLoop(dy, x, dx, n); }),
+        BinaryKernel("gelu_grad", [](auto dy, auto x, auto dx, int64_t n) { ErfGeluGradLoop(dy, x, dx, n); }));
     RETURN_IF_ERROR(registry->Register(std::move(def)));
   }
   return absl::OkStatus();

@@ -1,6 +1,7 @@
-// Tests of relu, relu_grad, gelu, gelu_grad: forward against plain references (std::tanh in
-// double), the *_grad kernels against the analytic derivative, the gradient rules against
-// finite differences (float64), every SBP signature on uneven splits, and bad inputs.
+// Tests of relu, relu_grad, gelu, gelu_grad (both approximate="tanh" and "none"): forward
+// against plain references (std::tanh / std::erf in double, and torch's values), the *_grad
+// kernels against the analytic derivative, the gradient rules against finite differences
+// (float64), every SBP signature on uneven splits, and bad inputs.
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -26,6 +27,14 @@ double Gelu(double x) { return 0.5 * x * (1.0 + std::tanh(kC * (x + 0.044715 * x
 double GeluDerivative(double x) {
   const double t = std::tanh(kC * (x + 0.044715 * x * x * x));
   return 0.5 * (1.0 + t) + 0.5 * x * (1.0 - t * t) * kC * (1.0 + 3 * 0.044715 * x * x);
+}
+
+const AttrMap kExact = {{"approximate", std::string("none")}};
+
+// The exact gelu x Phi(x) and its derivative Phi(x) + x phi(x), in double.
+double ErfGelu(double x) { return 0.5 * x * std::erfc(-x / std::sqrt(2.0)); }
+double ErfGeluDerivative(double x) {
+  return 0.5 * std::erfc(-x / std::sqrt(2.0)) + x * std::exp(-0.5 * x * x) / std::sqrt(2.0 * M_PI);
 }
 
 template <typename Fn>
@@ -80,6 +89,56 @@ TEST_F(ActivationTest, GeluForward) {
   ExpectTensorNear((*known)[0],
                    Tensor::FromVector<double>({3}, {0.0, 0.8411919906082768, -0.15880800939172324}), 1e-12,
                    1e-15);
+}
+
+TEST_F(ActivationTest, ExactGeluForward) {
+  for (DataType dtype : {DataType::kFloat32, DataType::kFloat64}) {
+    const double tol = dtype == DataType::kFloat32 ? 2e-6 : 1e-13;
+    const double atol = dtype == DataType::kFloat32 ? 1e-9 : 1e-30;
+    for (const Tensor& x : {RandomTensor(dtype, {5, 37}, 2, -6, 6), WideInput(dtype)}) {
+      auto out = t_.Run("gelu", {x}, kExact);
+      ASSERT_TRUE(out.ok()) << out.status();
+      ExpectTensorNear((*out)[0], Map(x, ErfGelu), tol, atol, x.desc().ToString());
+    }
+  }
+  // torch 1.13: torch.nn.functional.gelu(torch.tensor([0., 1, -1, 3, -3], dtype=torch.float64)).
+  const Tensor x = Tensor::FromVector<double>({5}, {0.0, 1.0, -1.0, 3.0, -3.0});
+  auto known = t_.Run("gelu", {x}, kExact);
+  ASSERT_TRUE(known.ok()) << known.status();
+  ExpectTensorNear((*known)[0],
+                   Tensor::FromVector<double>(
+                       {5}, {0.0, 0.841344746068543, -0.15865525393145702, 2.99595030590511, -0.00404969409489031}),
+                   1e-14, 1e-16);
+  // The default stays the tanh approximation (0.8411919906... at 1).
+  auto tanh = t_.Run("gelu", {x});
+  ASSERT_TRUE(tanh.ok());
+  EXPECT_NEAR((*tanh)[0].GetAsDouble(1), 0.8411919906082768, 1e-12);
+}
+
+TEST_F(ActivationTest, ExactGeluGradKernelAndRule) {
+  for (DataType dtype : {DataType::kFloat32, DataType::kFloat64}) {
+    const double tol = dtype == DataType::kFloat32 ? 5e-6 : 1e-12;
+    const Tensor x = RandomTensor(dtype, {3, 29}, 3, -6, 6);
+    const Tensor dy = RandomTensor(dtype, {3, 29}, 4);
+    auto dx = t_.Run("gelu_grad", {dy, x}, kExact);
+    ASSERT_TRUE(dx.ok()) << dx.status();
+    Tensor expected(DataType::kFloat64, x.shape());
+    for (int64_t i = 0; i < x.elem_count(); ++i) {
+      expected.SetFromDouble(i, dy.GetAsDouble(i) * ErfGeluDerivative(x.GetAsDouble(i)));
+    }
+    ExpectTensorNear((*dx)[0], expected, tol, 1e-7, "gelu_grad exact");
+  }
+  // The rule emits gelu_grad with the forward's attr: finite differences of the erf form.
+  t_.ExpectGradientsMatch("gelu", {RandomTensor(DataType::kFloat64, {3, 5}, 7, -4, 4)}, kExact);
+  t_.ExpectGradientsMatch("gelu", {WideInput(DataType::kFloat64)}, kExact);
+  SbpCheckOptions forward;
+  forward.min_signatures = 3 + 3 * 3;
+  t_.ExpectAllSbpSignaturesMatch("gelu", {RandomTensor(DataType::kFloat32, {5, 7}, 8, -3, 3)}, kExact, forward);
+  t_.ExpectAllSbpSignaturesMatch(
+      "gelu_grad", {RandomTensor(DataType::kFloat32, {5, 7}, 9), RandomTensor(DataType::kFloat32, {5, 7}, 8, -3, 3)},
+      kExact);
+  t_.ExpectRunFails("gelu", {RandomTensor(DataType::kFloat32, {3}, 1)}, {{"approximate", std::string("erf")}},
+                    {"approximate", "\"erf\""});
 }
 
 TEST_F(ActivationTest, GradKernelsMatchAnalyticDerivatives) {

@@ -106,6 +106,11 @@ JobProto MakeJob() {
   config->mutable_optimizer()->set_kind(OptimizerProto::ADAMW);
   config->mutable_optimizer()->set_learning_rate(1e-3);
   config->mutable_optimizer()->set_beta1(0.8);  // beta2 left unset: "use the default"
+  *config->add_stage_placements() = TwoRanks();
+  PlacementProto stage1 = TwoRanks();
+  stage1.set_ranks(0, 2);
+  stage1.set_ranks(1, 3);
+  *config->add_stage_placements() = stage1;
   return job;
 }
 
@@ -352,6 +357,8 @@ TEST(ProtoTest, JobRoundTripsThroughBytes) {
   EXPECT_FALSE(parsed.config().optimizer().has_beta2());
   EXPECT_EQ(parsed.config().optimizer().kind(), OptimizerProto::ADAMW);
   EXPECT_EQ(parsed.config().gradient_accumulation_steps(), 4);
+  ASSERT_EQ(parsed.config().stage_placements_size(), 2);
+  EXPECT_EQ(parsed.config().stage_placements(1).ranks(1), 3);
 
   // The comparison is not vacuous: one changed dim is a difference.
   JobProto changed = parsed;
