@@ -1,0 +1,82 @@
+// The compiler's entry point: a logical job in, a verified, sealed Plan out.
+//
+//   Graph (text format, JobProto or GraphBuilder)
+//     -> stage_balance  with config.stage_placements: stages by cost      (pipeline/stage_balance_pass.h)
+//     -> infer_shapes   shapes, dtypes, placements, pinned-SBP checks       (infer_pass.h)
+//     -> autograd       backward ops, loss scaling, recompute clones       (autograd/autograd_pass.h)
+//     -> optimizer      update ops, state variables, ZeRO-1 pins           (autograd/optimizer_pass.h)
+//     -> infer_shapes   (again, for what the two passes added)
+//     -> sbp_selection  an NdSbp signature per op, with costed candidates  (sbp/sbp_pass.h)
+//     -> lower          boxing, pipeline, tasks, registers, memory         (lower/lower.h)
+//     -> verify_plan    producers, transfers, collective order, deadlock   (plan/plan_verifier.h)
+//     -> seal           content hash                                       (plan/plan_hash.h)
+//
+// Example:
+//   ASSIGN_OR_RETURN(Graph g, ParseGraph(kMlpText, registry));
+//   ASSIGN_OR_RETURN(PlanProto plan, Compile(std::move(g), CompileOptions{}));
+//   // plan.content_hash() is the same on every rank and every run for the same job/options.
+//
+// The job's own errors come back unchanged (InvalidArgument naming the op, tensors, shapes and
+// SBPs, with a hint); a plan that fails verification is an InternalError (a compiler bug).
+// Deterministic and free of global state: every rank can compile locally and compare hashes.
+// Thread-compatible (no shared mutable state; concurrent Compile calls are fine).
+#ifndef ONEFLOW_LIKE_COMPILER_DRIVER_COMPILE_H_
+#define ONEFLOW_LIKE_COMPILER_DRIVER_COMPILE_H_
+
+#include <functional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "oneflow_like/compiler/graph.h"
+#include "oneflow_like/compiler/lower/lower.h"
+#include "oneflow_like/compiler/pipeline/stage_balance_pass.h"
+#include "oneflow_like/compiler/plan/plan_verifier.h"
+#include "oneflow_like/compiler/sbp/sbp_pass.h"
+#include "oneflow_like/core/proto/plan.pb.h"
+
+namespace oneflow_like {
+namespace compiler {
+
+struct CompileOptions {
+  // Link and compute parameters, shared by SBP selection and boxing (cost_model.h defaults:
+  // 8 ranks per node, loopback TCP within a node, 10 GbE across).
+  CostConfig cost;
+  // Point-to-point (CPU/TCP) or collective (GPU/NCCL-style) boxing tasks.
+  BoxingStyle boxing = BoxingStyle::kPointToPoint;
+  // Share bytes between registers with disjoint lifetimes (lower.h). Off by default: the
+  // lifetimes assume every stream runs its tasks in order_in_stream order, and today's actor
+  // runtime fires any ready actor, so a next piece could overwrite a shared buffer still being
+  // read. Planned bytes are then the naive sum (still exact, known before the run).
+  bool reuse_memory = false;
+  // Number of processes of the job; 0 = 1 + the largest rank any placement uses.
+  int32_t world_size = 0;
+  // Run the graph verifier after every graph pass (tests; costs one Infer per op per pass).
+  bool verify_each_pass = false;
+  // Verify the finished plan (the deadlock simulation is linear in tasks x pieces).
+  bool verify_plan = true;
+  PlanVerifierOptions plan_verifier;
+  // SBP solver options (algorithm, local-search rounds); `cost` overrides its cost config.
+  SbpSolverOptions sbp_solver;
+  // Called after each phase with its name and wall seconds (progress output on long compiles).
+  std::function<void(const std::string& phase, double seconds)> on_phase;
+};
+
+struct CompileReport {
+  std::vector<std::pair<std::string, double>> phase_seconds;  // in pipeline order
+  SbpPassStats sbp;
+  StageBalanceReport stages;  // empty unless config.stage_placements asked for balancing
+  int64_t num_logical_ops = 0;  // after autograd and optimizer
+};
+
+// Compiles `graph` (as built or parsed: not yet inferred). `report` may be null.
+absl::StatusOr<PlanProto> Compile(Graph graph, const CompileOptions& options = {}, CompileReport* report = nullptr);
+
+// Same, from a JobProto (Graph::FromJobProto errors pass through).
+absl::StatusOr<PlanProto> CompileJob(const JobProto& job, const OpRegistry& registry,
+                                     const CompileOptions& options = {}, CompileReport* report = nullptr);
+
+}  // namespace compiler
+}  // namespace oneflow_like
+
+#endif  // ONEFLOW_LIKE_COMPILER_DRIVER_COMPILE_H_

@@ -1,0 +1,157 @@
+// Boxing lowering: one BoxingPlan (SSA steps on devices) -> TRANSFER, BOXING_* and COLLECTIVE
+// tasks, one register per plan value (rules in lower.h).
+#include "absl/strings/str_cat.h"
+#include "oneflow_like/compiler/lower/lowering.h"
+
+namespace oneflow_like {
+namespace compiler {
+namespace lower_internal {
+namespace {
+
+RegionProto ToProto(const Region& region) {
+  return MakeRegion(std::vector<int64_t>(region.begin.begin(), region.begin.end()),
+                    std::vector<int64_t>(region.end.begin(), region.end.end()));
+}
+
+}  // namespace
+
+absl::StatusOr<Value> Lowerer::EmitBoxing(TensorId tensor, const Value& src, const Placement& placement,
+                                          const NdSbp& nd_sbp) {
+  const TensorNode& t = graph_.tensor(tensor);
+  BoxingRequest request{*t.desc, src.placement, src.nd_sbp, placement, nd_sbp, absl::StrCat("tensor '", t.name, "'")};
+  const std::string key = absl::StrCat(t.desc->ToString(), " ", src.placement.ToString(), " ", NdSbpText(src.nd_sbp),
+                                       " ", placement.ToString(), " ", NdSbpText(nd_sbp));
+  auto cached = plan_cache_.find(key);
+  if (cached == plan_cache_.end()) {
+    ASSIGN_OR_RETURN(BoxingPlan built, expander_->Expand(request));
+    cached = plan_cache_.emplace(key, std::move(built)).first;
+  }
+  const BoxingPlan& plan = cached->second;
+  const std::string base = absl::StrCat(t.name, ".", BoxingKindName(plan.kind));
+  std::vector<int64_t> register_of(plan.values.size(), -1);
+  for (int32_t v = 0; v < plan.num_source_values(); ++v) register_of[v] = src.registers[v];
+
+  auto bug = [&](size_t k, const std::string& what) {
+    return absl::InternalError(absl::StrCat("lowering ", request.ToString(), ": boxing step ", k, " (",
+                                            StepKindName(plan.steps[k].kind), ") ", what));
+  };
+  // A new task of the boxing and the register of its output value.
+  auto emit = [&](TaskInfo info, int32_t output) {
+    const int64_t task = builder_.AddTask(std::move(info));
+    const BoxingValue& out = plan.values[output];
+    register_of[output] = builder_.AddRegister(
+        task, TensorDesc{t.desc->dtype, out.region.shape()},
+        absl::StrCat(base, ".v", output, "@r", out.device.rank.value()), src.step_rate);
+    return task;
+  };
+  auto new_task = [&](TaskProto::Type type, const BoxingValue& where, const std::string& suffix) {
+    return NewTask(type, where.device.rank, where.device.type, absl::StrCat(base, ".", suffix), "", src.stage,
+                   src.position);
+  };
+
+  for (size_t k = 0; k < plan.steps.size(); ++k) {
+    const BoxingStep& step = plan.steps[k];
+    for (int32_t in : step.inputs) {
+      if (in < 0 || in >= static_cast<int32_t>(plan.values.size()) || register_of[in] < 0) {
+        return bug(k, absl::StrCat("reads undefined value ", in));
+      }
+    }
+    if (step.kind == StepKind::kCollective) {
+      if (step.inputs.size() != step.group.size()) return bug(k, "has one input per group member missing");
+      CollectiveParams params;
+      params.set_kind(static_cast<CollectiveParams::Kind>(step.collective));
+      for (Rank r : step.group) params.add_ranks(r.value());
+      params.set_global_order(next_collective_order_++);
+      for (size_t m = 0; m < step.group.size(); ++m) {
+        const int32_t output = step.output + static_cast<int32_t>(m);
+        const BoxingValue& out = plan.values[output];
+        if (plan.values[step.inputs[m]].device.rank != step.group[m] || out.device.rank != step.group[m]) {
+          return bug(k, absl::StrCat("member ", m, " is not on rank ", step.group[m].value()));
+        }
+        TaskInfo info = new_task(TaskProto::COLLECTIVE, out, CollectiveKindName(step.collective));
+        *info.proto.mutable_collective() = params;
+        const int64_t task = emit(std::move(info), output);
+        builder_.AddInput(task, register_of[step.inputs[m]]);
+      }
+      continue;
+    }
+    const BoxingValue& out = plan.values[step.output];
+    if (out.device.rank != step.rank) return bug(k, "defines a value on another rank");
+    if (step.kind == StepKind::kTransfer) {
+      if (step.inputs.size() != 1) return bug(k, "needs exactly one input");
+      const BoxingValue& in = plan.values[step.inputs[0]];
+      if (in.device.rank != step.peer) return bug(k, "sends a value its peer does not hold");
+      if (in.region != out.region) return bug(k, "moves part of a value (the planner slices first)");
+      TaskInfo info = new_task(TaskProto::TRANSFER, out, absl::StrCat("from_r", step.peer.value()));
+      info.proto.mutable_transfer()->set_peer_rank(step.peer.value());
+      const int64_t task = emit(std::move(info), step.output);
+      builder_.AddInput(task, register_of[step.inputs[0]]);
+      continue;
+    }
+    for (int32_t in : step.inputs) {
+      if (plan.values[in].device.rank != step.rank) return bug(k, "reads a value held by another rank");
+    }
+    TaskInfo info;
+    switch (step.kind) {
+      case StepKind::kSlice: {
+        if (step.inputs.size() != 1) return bug(k, "needs exactly one input");
+        const Region& in = plan.values[step.inputs[0]].region;
+        if (!in.Contains(out.region)) return bug(k, "slices outside its input");
+        info = new_task(TaskProto::BOXING_SLICE, out, "slice");
+        *info.proto.mutable_slice()->add_output_regions() = ToProto(RelativeTo(out.region, in));
+        break;
+      }
+      case StepKind::kConcat:
+      case StepKind::kZeros: {
+        info = new_task(TaskProto::BOXING_CONCAT, out, step.kind == StepKind::kZeros ? "zeros" : "concat");
+        ConcatParams* concat = info.proto.mutable_concat();
+        for (int32_t in : step.inputs) {
+          const Region& region = plan.values[in].region;
+          if (!out.region.Contains(region)) return bug(k, "places an input outside its output");
+          *concat->add_input_regions() = ToProto(RelativeTo(region, out.region));
+        }
+        break;
+      }
+      case StepKind::kAdd:
+        info = new_task(TaskProto::BOXING_ADD, out, "add");
+        for (int32_t in : step.inputs) {
+          if (plan.values[in].region != out.region) return bug(k, "adds values of different regions");
+        }
+        break;
+      default:
+        return bug(k, "has an unknown kind");
+    }
+    const int64_t task = emit(std::move(info), step.output);
+    for (int32_t in : step.inputs) builder_.AddInput(task, register_of[in]);
+    if (step.kind == StepKind::kZeros) {
+      // Pace the zero fill by this rank's source shard (a control input, not read), so it
+      // fires at the rate of the value being boxed.
+      for (int32_t v = 0; v < plan.num_source_values(); ++v) {
+        if (plan.values[v].device.rank == step.rank) {
+          builder_.AddControlInput(task, register_of[v]);
+          break;
+        }
+      }
+    }
+  }
+
+  Value result{placement, nd_sbp, src.step_rate, src.stage, src.position, {}};
+  if (plan.dst_values.size() != static_cast<size_t>(placement.num_devices())) {
+    return absl::InternalError(absl::StrCat("lowering ", request.ToString(), ": plan has ", plan.dst_values.size(),
+                                            " destination values for ", placement.num_devices(), " devices"));
+  }
+  for (int64_t d = 0; d < placement.num_devices(); ++d) {
+    const int32_t v = plan.dst_values[d];
+    if (v < 0 || v >= static_cast<int32_t>(plan.values.size()) || register_of[v] < 0 ||
+        plan.values[v].device.rank != placement.ranks()[d]) {
+      return absl::InternalError(absl::StrCat("lowering ", request.ToString(), ": destination ", d,
+                                              " is not a value defined on rank ", placement.ranks()[d].value()));
+    }
+    result.registers.push_back(register_of[v]);
+  }
+  return result;
+}
+
+}  // namespace lower_internal
+}  // namespace compiler
+}  // namespace oneflow_like

@@ -1,0 +1,150 @@
+#include "oneflow_like/compiler/lower/lower.h"
+
+#include <algorithm>
+#include <map>
+
+#include "absl/strings/str_cat.h"
+#include "oneflow_like/compiler/lower/lowering.h"
+#include "oneflow_like/compiler/lower/registers.h"
+
+namespace oneflow_like {
+namespace compiler {
+
+uint64_t DeriveInitializerSeed(uint64_t job_seed, const std::string& tensor_name, uint64_t given_seed) {
+  if (given_seed != 0) return given_seed;
+  uint64_t hash = 14695981039346656037ull;  // FNV-1a-64
+  for (char c : absl::StrCat(job_seed, ":", tensor_name)) {
+    hash ^= static_cast<unsigned char>(c);
+    hash *= 1099511628211ull;
+  }
+  return hash == 0 ? 1 : hash;
+}
+
+namespace lower_internal {
+namespace {
+
+absl::Status NotLowerable(const std::string& what, const std::string& missing) {
+  return absl::InternalError(absl::StrCat("lowering needs an inferred, SBP-annotated graph: ", what, " ", missing));
+}
+
+absl::Status CheckLayout(const std::string& what, const NdSbp& nd_sbp, const TensorDesc& desc,
+                         const Placement& placement) {
+  absl::Status s = ValidateNdSbp(nd_sbp, desc.shape, placement, /*allow_empty_shards=*/true);
+  if (!s.ok()) return NotLowerable(what, absl::StrCat("has an invalid layout: ", s.message()));
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+Lowerer::Lowerer(const Graph& graph, const LowerOptions& options)
+    : graph_(graph),
+      options_(options),
+      pieces_per_step_(PiecesPerStep(graph.config())),
+      native_(graph.num_tensors()),
+      holder_tasks_(graph.num_tensors()) {
+  if (options.boxing == BoxingStyle::kCollective) {
+    expander_ = std::make_unique<CollectiveExpander>(options.boxing_options);
+  } else {
+    expander_ = std::make_unique<PointToPointExpander>(options.boxing_options);
+  }
+  multi_rate_ = pieces_per_step_ > 1;
+  position_of_op_.assign(graph.num_ops(), -1);
+  for (size_t p = 0; p < graph.op_order().size(); ++p) position_of_op_[graph.op_order()[p].value()] = p;
+  first_reader_stage_.assign(graph.num_tensors(), 0);
+  for (const TensorNode& t : graph.tensors()) {
+    int stage = -1;
+    for (const TensorUse& use : t.consumers) {
+      const int s = graph.op(use.op).stage;
+      stage = stage < 0 ? s : std::min(stage, s);
+    }
+    first_reader_stage_[t.id.value()] = std::max(stage, 0);
+  }
+}
+
+absl::Status Lowerer::CheckPreconditions() const {
+  for (const TensorNode& t : graph_.tensors()) {
+    const std::string what = graph_.Describe(t.id);
+    if (!t.desc.has_value()) return NotLowerable(what, "has no desc (run the infer pass)");
+    if (!t.placement.has_value()) return NotLowerable(what, "has no placement (run the infer pass)");
+    if (!t.nd_sbp.has_value()) return NotLowerable(what, "has no nd_sbp (run SBP selection)");
+    RETURN_IF_ERROR(CheckLayout(what, *t.nd_sbp, *t.desc, *t.placement));
+  }
+  for (OpId id : graph_.op_order()) {
+    const OpNode& op = graph_.op(id);
+    const std::string what = graph_.Describe(id);
+    if (!op.placement.has_value()) return NotLowerable(what, "has no placement (run the infer pass)");
+    if (!op.nd_sbp_signature.has_value()) return NotLowerable(what, "has no nd_sbp_signature (run SBP selection)");
+    const NdSbpSignature& sig = *op.nd_sbp_signature;
+    if (sig.inputs.size() != op.inputs.size() || sig.outputs.size() != op.outputs.size()) {
+      return NotLowerable(what, absl::StrCat("has a signature for ", sig.inputs.size(), " inputs and ",
+                                             sig.outputs.size(), " outputs, not ", op.inputs.size(), " and ",
+                                             op.outputs.size()));
+    }
+    for (size_t i = 0; i < op.inputs.size(); ++i) {
+      RETURN_IF_ERROR(CheckLayout(absl::StrCat(what, " input ", i), sig.inputs[i],
+                                  *graph_.tensor(op.inputs[i]).desc, *op.placement));
+    }
+    for (size_t j = 0; j < op.outputs.size(); ++j) {
+      const TensorNode& out = graph_.tensor(op.outputs[j]);
+      if (*out.nd_sbp != sig.outputs[j] || *out.placement != *op.placement) {
+        return NotLowerable(graph_.Describe(out.id),
+                            absl::StrCat("has layout ", out.placement->ToString(), " ", NdSbpText(*out.nd_sbp),
+                                         " but its producer ", what, " delivers ", op.placement->ToString(), " ",
+                                         NdSbpText(sig.outputs[j])));
+      }
+    }
+  }
+  for (const VariableUpdate& update : graph_.variable_updates()) {
+    if (!graph_.has_tensor(update.variable) || !graph_.tensor(update.variable).is_variable ||
+        !graph_.has_tensor(update.new_value) || graph_.tensor(update.new_value).is_source()) {
+      return absl::InternalError("lowering: a variable update does not pair a variable with an op output");
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<PlanProto> Lowerer::Run() {
+  const int64_t alignment = options_.alignment;
+  if (alignment < 1 || (alignment & (alignment - 1)) != 0) {
+    return absl::InvalidArgumentError(absl::StrCat("lowering '", graph_.name(), "': alignment ", alignment,
+                                                   " is not a power of two (hint: 64)"));
+  }
+  RETURN_IF_ERROR(CheckPreconditions());
+  EmitSources();
+  for (OpId id : graph_.op_order()) RETURN_IF_ERROR(EmitOp(id));
+  RETURN_IF_ERROR(EmitSinks());
+  RETURN_IF_ERROR(EmitUpdates());
+
+  AssignStreams(&builder_);
+  AssignRegisterCounts(ComputeStageInfo(graph_), pieces_per_step_, options_.max_register_count, &builder_);
+  ASSIGN_OR_RETURN(std::vector<RankMemory> memory, AssignMemory(options_.alignment, options_.reuse_memory, &builder_));
+
+  PlanProto plan;
+  plan.set_job_name(graph_.name());
+  plan.set_pieces_per_step(pieces_per_step_);
+  RETURN_IF_ERROR(builder_.Assemble(&plan));
+  AddMemoryBlocks(memory, &plan);
+  std::map<int32_t, RankPlanProto*> by_rank;
+  for (RankPlanProto& r : *plan.mutable_rank_plans()) by_rank[r.rank()] = &r;
+  for (size_t b = 0; b < bindings_.size(); ++b) *by_rank[binding_rank_[b]]->add_bindings() = bindings_[b];
+  int32_t world_size = options_.world_size;
+  const int32_t needed = plan.ranks().empty() ? 0 : plan.ranks(plan.ranks_size() - 1) + 1;
+  if (world_size == 0) world_size = needed;
+  if (world_size < needed) {
+    return absl::InvalidArgumentError(absl::StrCat("lowering '", graph_.name(), "': world_size ", world_size,
+                                                   " but placements use rank ", needed - 1,
+                                                   " (hint: raise world_size or leave it 0)"));
+  }
+  plan.set_world_size(world_size);
+  return plan;
+}
+
+}  // namespace lower_internal
+
+absl::StatusOr<PlanProto> LowerToPlan(const Graph& graph, const LowerOptions& options) {
+  lower_internal::Lowerer lowerer(graph, options);
+  return lowerer.Run();
+}
+
+}  // namespace compiler
+}  // namespace oneflow_like

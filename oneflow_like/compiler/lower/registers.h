@@ -1,0 +1,51 @@
+// Internal to //oneflow_like/compiler/lower: the plan-wide passes over the PlanBuilder that run
+// after all tasks exist: stream binding and static order, register counts, memory. The rules
+// are stated in lower.h; this is where they are implemented.
+//
+// Worked example of a lifetime: on a rank whose tasks are (in id order) x.source, h (reads x),
+// a (reads h), y (reads a), register h lives [1, 2] and register a [2, 3]; they intersect at
+// position 2 (touching counts), so they get different bytes; x [0, 1] and a [2, 3] may share.
+#ifndef ONEFLOW_LIKE_COMPILER_LOWER_REGISTERS_H_
+#define ONEFLOW_LIKE_COMPILER_LOWER_REGISTERS_H_
+
+#include <cstdint>
+#include <vector>
+
+#include "oneflow_like/compiler/lower/lowering.h"
+#include "oneflow_like/compiler/lower/plan_builder.h"
+
+namespace oneflow_like {
+namespace compiler {
+namespace lower_internal {
+
+inline constexpr int32_t kComputeStream = 0;
+inline constexpr int32_t kCommStream = 1;
+
+// Sets stream_id, stream_kind and order_in_stream of every task.
+void AssignStreams(PlanBuilder* builder);
+
+// Sets RegisterProto.count of every register (rule in lower.h). `max_count` 0 = no cap.
+void AssignRegisterCounts(const StageInfo& stages, int64_t pieces_per_step, int32_t max_count,
+                          PlanBuilder* builder);
+
+// Per rank, what AssignMemory decided.
+struct RankMemory {
+  int32_t rank = 0;
+  DeviceProto device;
+  int64_t persistent_bytes = 0;  // block 0
+  int64_t reusable_bytes = 0;    // block 1
+  int64_t naive_bytes = 0;       // sum over local registers of count * buffer_bytes
+};
+
+// Sets the memory location of every register and returns one RankMemory per rank with tasks
+// (ascending). Lifetimes: see lower.h. `reuse` false: no register shares bytes.
+absl::StatusOr<std::vector<RankMemory>> AssignMemory(int64_t alignment, bool reuse, PlanBuilder* builder);
+
+// Adds the blocks of `memory` to the rank plans of `plan` and fills PlanProto.memory.
+void AddMemoryBlocks(const std::vector<RankMemory>& memory, PlanProto* plan);
+
+}  // namespace lower_internal
+}  // namespace compiler
+}  // namespace oneflow_like
+
+#endif  // ONEFLOW_LIKE_COMPILER_LOWER_REGISTERS_H_

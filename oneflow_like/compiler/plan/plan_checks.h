@@ -1,0 +1,38 @@
+// Internal to VerifyPlan: the groups of checks listed in plan_verifier.h, one function each.
+// Each returns OK or the InternalError of the first violation ("VerifyPlan: ..."). They run in
+// the order of plan_verifier.h (3 before 2); a later group may assume the earlier ones passed.
+#ifndef ONEFLOW_LIKE_COMPILER_PLAN_PLAN_CHECKS_H_
+#define ONEFLOW_LIKE_COMPILER_PLAN_PLAN_CHECKS_H_
+
+#include <string>
+
+#include "absl/status/status.h"
+#include "oneflow_like/compiler/plan/plan_index.h"
+#include "oneflow_like/compiler/plan/plan_simulator.h"
+#include "oneflow_like/compiler/plan/plan_verifier.h"
+
+namespace oneflow_like {
+namespace compiler {
+
+// InternalError("VerifyPlan: " + message).
+absl::Status PlanError(const std::string& message);
+
+// 3. Tasks' register lists, slot refs, per-type params, bindings (plan_verifier.cc). Runs
+// before CheckRegisters, so a dangling reference is reported from the task's side.
+absl::Status CheckTasks(const PlanIndex& index);
+// 2. Producer / consumer lists, mirrors (plan_verifier.cc).
+absl::Status CheckRegisters(const PlanIndex& index);
+// 4. Blocks, locations, persistent overlap, PlanProto.memory (plan_verifier_memory.cc).
+absl::Status CheckMemoryLayout(const PlanIndex& index, const PlanVerifierOptions& options);
+// 5. order_in_stream permutations and producer-before-consumer (plan_verifier_streams.cc).
+absl::Status CheckStreamOrder(const PlanIndex& index);
+// 6. Collective order per communicator group (plan_verifier_streams.cc).
+absl::Status CheckCollectiveOrder(const PlanIndex& index);
+// 8. Byte sharing in reusable blocks against lifetimes (plan_verifier_memory.cc).
+absl::Status CheckMemoryReuse(const PlanIndex& index, const PlanSimulation& simulation,
+                              int64_t steps);
+
+}  // namespace compiler
+}  // namespace oneflow_like
+
+#endif  // ONEFLOW_LIKE_COMPILER_PLAN_PLAN_CHECKS_H_

@@ -1,0 +1,47 @@
+// The plan's content hash: a fingerprint every rank compares before running, so all ranks
+// execute the same compiled plan, and a check that catches a corrupted or hand-edited plan.
+//
+// PlanContentHash(plan) = "fnv1a64:" + 16 lowercase hex digits of FNV-1a-64 (offset basis
+// 0xcbf29ce484222325, prime 0x100000001b3, one byte at a time) over the deterministic
+// serialization of `plan` with content_hash cleared (map entries sorted by key, so the
+// order in which a map was filled does not matter). Any change of any other field changes the
+// serialization and, with overwhelming likelihood, the hash.
+//
+// Example:
+//   PlanProto plan = Lower(...);
+//   SealPlan(&plan);            // plan.content_hash() == "fnv1a64:..." (16 hex digits)
+//   CHECK_OK(CheckPlanHash(plan));
+//   plan.set_pieces_per_step(8);
+//   CheckPlanHash(plan);        // InvalidArgument: stored hash does not match the content
+//
+// Thread-compatible; pure functions of their argument.
+#ifndef ONEFLOW_LIKE_COMPILER_PLAN_PLAN_HASH_H_
+#define ONEFLOW_LIKE_COMPILER_PLAN_PLAN_HASH_H_
+
+#include <cstdint>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/strings/string_view.h"
+#include "oneflow_like/core/proto/plan.pb.h"
+
+namespace oneflow_like {
+namespace compiler {
+
+// FNV-1a-64 of `bytes`. Fnv1a64("") == 0xcbf29ce484222325, Fnv1a64("a") == 0xaf63dc4c8601ec8c.
+uint64_t Fnv1a64(absl::string_view bytes);
+
+// "fnv1a64:" + 16 lowercase hex digits (see above). Ignores the stored content_hash.
+std::string PlanContentHash(const PlanProto& plan);
+
+// Sets plan->content_hash() to PlanContentHash(*plan).
+void SealPlan(PlanProto* plan);
+
+// OK iff plan.content_hash() == PlanContentHash(plan). InvalidArgument otherwise (an unsealed,
+// corrupted or hand-edited plan), naming the stored and the computed hash.
+absl::Status CheckPlanHash(const PlanProto& plan);
+
+}  // namespace compiler
+}  // namespace oneflow_like
+
+#endif  // ONEFLOW_LIKE_COMPILER_PLAN_PLAN_HASH_H_

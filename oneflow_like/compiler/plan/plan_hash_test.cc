@@ -1,0 +1,119 @@
+#include "oneflow_like/compiler/plan/plan_hash.h"
+
+#include <cstdio>
+#include <functional>
+#include <regex>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "oneflow_like/compiler/plan/plan_test_util.h"
+
+namespace oneflow_like {
+namespace compiler {
+namespace {
+
+TEST(PlanHashTest, Fnv1a64KnownVectors) {
+  // Published FNV-1a 64-bit test vectors.
+  EXPECT_EQ(Fnv1a64(""), 0xcbf29ce484222325ULL);
+  EXPECT_EQ(Fnv1a64("a"), 0xaf63dc4c8601ec8cULL);
+  EXPECT_EQ(Fnv1a64("foobar"), 0x85944171f73967e8ULL);
+}
+
+TEST(PlanHashTest, HashOfTinyPlansMatchesHandSerialization) {
+  // An empty message serializes to no bytes.
+  EXPECT_EQ(PlanContentHash(PlanProto()), "fnv1a64:cbf29ce484222325");
+  // job_name "a" is field 1, wire type 2: bytes 0x0a 0x01 'a'.
+  PlanProto plan;
+  plan.set_job_name("a");
+  char expected[32];
+  std::snprintf(expected, sizeof(expected), "fnv1a64:%016llx",
+                static_cast<unsigned long long>(Fnv1a64(std::string("\x0a\x01"
+                                                                    "a",
+                                                                    3))));
+  EXPECT_EQ(PlanContentHash(plan), expected);
+}
+
+PlanProto SamplePlan() {
+  TestPlanBuilder b(/*world_size=*/2, /*pieces_per_step=*/2);
+  auto [x_source, x] = b.AddInput(0, "x");
+  const int64_t relu = b.AddTask(0, TaskProto::COMPUTE, "relu");
+  b.Connect(x, relu);
+  b.task(relu)->mutable_compute()->set_op_type("relu");
+  const int64_t y = b.AddRegister(relu, "y");
+  const int64_t pull = b.AddTransfer(y, 1, "y.transfer");
+  b.AddSink(b.AddRegister(pull, "y@1"), "y");
+  return b.Build();
+}
+
+TEST(PlanHashTest, SealThenCheckAndFormat) {
+  PlanProto plan = SamplePlan();
+  EXPECT_EQ(CheckPlanHash(plan).code(), absl::StatusCode::kInvalidArgument);  // never sealed
+  SealPlan(&plan);
+  EXPECT_TRUE(std::regex_match(plan.content_hash(), std::regex("fnv1a64:[0-9a-f]{16}")))
+      << plan.content_hash();
+  EXPECT_TRUE(CheckPlanHash(plan).ok());
+  // The stored hash does not feed the hash; re-sealing is idempotent; a copy and a
+  // serialization round trip keep it.
+  EXPECT_EQ(PlanContentHash(plan), plan.content_hash());
+  PlanProto resealed = plan;
+  SealPlan(&resealed);
+  EXPECT_EQ(resealed.content_hash(), plan.content_hash());
+  PlanProto parsed;
+  ASSERT_TRUE(parsed.ParseFromString(plan.SerializeAsString()));
+  EXPECT_TRUE(CheckPlanHash(parsed).ok());
+}
+
+TEST(PlanHashTest, MapInsertionOrderDoesNotMatter) {
+  const std::vector<std::string> keys = {"transpose_a", "alpha", "zeta",    "beta", "k",
+                                         "axis",        "m",     "epsilon", "b2",   "b1"};
+  PlanProto forward = SamplePlan();
+  PlanProto backward = SamplePlan();
+  auto* forward_attrs = FindTask(&forward, 2)->mutable_compute()->mutable_attrs();
+  auto* backward_attrs = FindTask(&backward, 2)->mutable_compute()->mutable_attrs();
+  for (size_t i = 0; i < keys.size(); ++i) {
+    (*forward_attrs)[keys[i]].set_i(static_cast<int64_t>(i));
+    (*backward_attrs)[keys[keys.size() - 1 - i]].set_i(static_cast<int64_t>(keys.size() - 1 - i));
+  }
+  EXPECT_EQ(PlanContentHash(forward), PlanContentHash(backward));
+  (*backward_attrs)["alpha"].set_i(99);
+  EXPECT_NE(PlanContentHash(forward), PlanContentHash(backward));
+}
+
+TEST(PlanHashTest, EveryFieldChangeChangesTheHash) {
+  const std::vector<std::function<void(PlanProto*)>> edits = {
+      [](PlanProto* p) { p->set_job_name("other"); },
+      [](PlanProto* p) { p->set_world_size(3); },
+      [](PlanProto* p) { p->set_pieces_per_step(4); },
+      [](PlanProto* p) { FindTask(p, 2)->set_order_in_stream(7); },
+      [](PlanProto* p) { FindTask(p, 2)->set_name("relu2"); },
+      [](PlanProto* p) { FindTask(p, 3)->mutable_transfer()->set_peer_rank(1); },
+      [](PlanProto* p) { FindEntry(p, 0, 102)->set_count(2); },
+      [](PlanProto* p) { FindEntry(p, 0, 102)->mutable_slots(0)->set_dims(1, 3); },
+      [](PlanProto* p) { FindEntry(p, 1, 102)->mutable_remote()->set_rank(1); },
+      [](PlanProto* p) { FindEntry(p, 0, 101)->mutable_memory()->set_offset(64); },
+      [](PlanProto* p) { p->mutable_memory(0)->set_naive_bytes(1); },
+      [](PlanProto* p) { (*FindTask(p, 2)->mutable_compute()->mutable_attrs())["k"].set_i(0); },
+      [](PlanProto* p) { p->add_sbp_decisions()->set_op_name("relu"); },
+  };
+  const PlanProto original = SamplePlan();
+  std::set<std::string> hashes = {PlanContentHash(original)};
+  for (size_t i = 0; i < edits.size(); ++i) {
+    PlanProto edited = original;
+    SealPlan(&edited);
+    edits[i](&edited);
+    EXPECT_EQ(CheckPlanHash(edited).code(), absl::StatusCode::kInvalidArgument) << "edit " << i;
+    EXPECT_TRUE(hashes.insert(PlanContentHash(edited)).second) << "edit " << i << " collides";
+  }
+  PlanProto sealed = original;
+  SealPlan(&sealed);
+  sealed.set_pieces_per_step(8);
+  const absl::Status status = CheckPlanHash(sealed);
+  EXPECT_NE(status.message().find("stores content_hash \"fnv1a64:"), std::string::npos) << status;
+  EXPECT_NE(status.message().find("edited after SealPlan"), std::string::npos) << status;
+}
+
+}  // namespace
+}  // namespace compiler
+}  // namespace oneflow_like

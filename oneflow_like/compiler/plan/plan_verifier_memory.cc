@@ -1,0 +1,312 @@
+// Checks 4 (memory layout) and 8 (byte sharing against lifetimes) of plan_verifier.h.
+#include <algorithm>
+#include <map>
+#include <queue>
+#include <tuple>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/strings/str_cat.h"
+#include "oneflow_like/compiler/plan/plan_checks.h"
+#include "oneflow_like/core/status.h"
+
+namespace oneflow_like {
+namespace compiler {
+namespace {
+
+int64_t SlotBytes(const TensorDescProto& desc) {
+  int64_t bytes = DataTypeBytes(desc.dtype());
+  for (int64_t dim : desc.dims()) bytes *= dim;
+  return bytes;
+}
+
+// One register's bytes in a block (all its buffers), and for check 8 its lifetime.
+struct Placement {
+  const RegisterProto* reg = nullptr;
+  int64_t begin = 0;
+  int64_t end = 0;
+  int64_t first_use = 0;
+  int64_t last_use = 0;
+};
+
+std::string Describe(int32_t rank, const Placement& p) {
+  return absl::StrCat(PlanIndex::RegisterLabel(rank, *p.reg), " [", p.begin, ", ", p.end, ")");
+}
+
+absl::Status CheckLocation(int32_t rank, const RegisterProto& reg, const MemoryBlockProto& block,
+                           int64_t alignment) {
+  const std::string label = PlanIndex::RegisterLabel(rank, reg);
+  const MemoryLocationProto& memory = reg.memory();
+  if (memory.offset() < 0 || memory.buffer_bytes() < 0) {
+    return PlanError(absl::StrCat(label, " has a negative offset or buffer_bytes"));
+  }
+  if (alignment > 1 &&
+      (memory.offset() % alignment != 0 || memory.buffer_bytes() % alignment != 0)) {
+    return PlanError(absl::StrCat(label, " is not ", alignment, "-byte aligned: offset ",
+                                  memory.offset(), ", buffer_bytes ", memory.buffer_bytes()));
+  }
+  const __int128 end = static_cast<__int128>(memory.offset()) +
+                       static_cast<__int128>(reg.count()) * memory.buffer_bytes();
+  if (end > block.size_bytes()) {
+    return PlanError(absl::StrCat(label, " needs bytes [", memory.offset(), ", ",
+                                  static_cast<int64_t>(end), ") of block ", block.id(),
+                                  ", which has only ", block.size_bytes(), " bytes"));
+  }
+  if (memory.slot_offsets_size() != reg.slots_size()) {
+    return PlanError(absl::StrCat(label, " has ", reg.slots_size(), " slot(s) but ",
+                                  memory.slot_offsets_size(), " slot offset(s)"));
+  }
+  for (int s = 0; s < reg.slots_size(); ++s) {
+    const int64_t bytes = SlotBytes(reg.slots(s));
+    if (memory.slot_offsets(s) < 0 || memory.slot_offsets(s) + bytes > memory.buffer_bytes()) {
+      return PlanError(absl::StrCat(label, " slot ", s, " (", SlotText(reg.slots(s)), ", ", bytes,
+                                    " bytes) at offset ", memory.slot_offsets(s),
+                                    " does not fit in a buffer of ", memory.buffer_bytes(),
+                                    " bytes"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+// REQUIRES: sorted by begin. The first two placements sharing a byte, if any.
+absl::Status CheckDisjoint(int32_t rank, const MemoryBlockProto& block,
+                           const std::vector<Placement>& placements) {
+  const Placement* widest = nullptr;  // the placement reaching furthest so far
+  for (const Placement& p : placements) {
+    if (p.end == p.begin) continue;
+    if (widest != nullptr && p.begin < widest->end) {
+      return PlanError(absl::StrCat(Describe(rank, *widest), " and ", Describe(rank, p),
+                                    " share bytes of persistent block ", block.id(),
+                                    "; persistent registers live forever and must not overlap"));
+    }
+    if (widest == nullptr || p.end > widest->end) widest = &p;
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CheckSummary(const PlanIndex& index) {
+  const PlanProto& plan = index.plan();
+  if (plan.memory_size() == 0) return absl::OkStatus();
+  if (plan.memory_size() != plan.ranks_size()) {
+    return PlanError(absl::StrCat("memory has ", plan.memory_size(), " entries for ",
+                                  plan.ranks_size(), " ranks"));
+  }
+  for (int i = 0; i < plan.memory_size(); ++i) {
+    const RankMemoryProto& summary = plan.memory(i);
+    const RankPlanProto& rank_plan = plan.rank_plans(i);
+    int64_t planned = 0;
+    int64_t naive = 0;
+    for (const MemoryBlockProto& block : rank_plan.memory_blocks()) planned += block.size_bytes();
+    for (const RegisterProto& reg : rank_plan.registers()) {
+      if (reg.has_memory()) naive += reg.count() * reg.memory().buffer_bytes();
+    }
+    if (summary.rank() != rank_plan.rank() || summary.planned_bytes() != planned ||
+        summary.naive_bytes() != naive) {
+      return PlanError(absl::StrCat("memory[", i, "] says rank ", summary.rank(), " planned_bytes ",
+                                    summary.planned_bytes(), " naive_bytes ", summary.naive_bytes(),
+                                    ", but rank ", rank_plan.rank(), "'s blocks sum to ", planned,
+                                    " and its registers' count x buffer_bytes to ", naive));
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status CheckMemoryLayout(const PlanIndex& index, const PlanVerifierOptions& options) {
+  for (const RankPlanProto& rank_plan : index.plan().rank_plans()) {
+    const int32_t rank = rank_plan.rank();
+    absl::flat_hash_map<int64_t, const MemoryBlockProto*> blocks;
+    for (const MemoryBlockProto& block : rank_plan.memory_blocks()) {
+      if (!blocks.emplace(block.id(), &block).second || block.size_bytes() < 0) {
+        return PlanError(absl::StrCat("rank ", rank, " memory block ", block.id(),
+                                      " is listed twice or has a negative size"));
+      }
+    }
+    std::map<int64_t, std::vector<Placement>> persistent;  // by block id
+    for (const RegisterProto& reg : rank_plan.registers()) {
+      if (!reg.has_memory()) continue;
+      auto it = blocks.find(reg.memory().block_id());
+      if (it == blocks.end()) {
+        return PlanError(absl::StrCat(PlanIndex::RegisterLabel(rank, reg), " is in memory block ",
+                                      reg.memory().block_id(), ", which rank ", rank, " lacks"));
+      }
+      RETURN_IF_ERROR(CheckLocation(rank, reg, *it->second, options.alignment));
+      if (!it->second->persistent()) continue;
+      const int64_t begin = reg.memory().offset();
+      persistent[it->first].push_back(
+          {&reg, begin, begin + reg.count() * reg.memory().buffer_bytes()});
+    }
+    for (auto& [block_id, placements] : persistent) {
+      std::stable_sort(placements.begin(), placements.end(),
+                       [](const Placement& a, const Placement& b) { return a.begin < b.begin; });
+      RETURN_IF_ERROR(CheckDisjoint(rank, *blocks[block_id], placements));
+    }
+  }
+  return CheckSummary(index);
+}
+
+namespace {
+
+using StreamKey = std::tuple<std::string, int32_t, int32_t>;  // device type, index, stream
+
+// Fills p->first_use / last_use (orders in the producer's stream) and returns "" when `reg` has
+// a lifetime check 8 can order; otherwise why not.
+std::string Lifetime(const PlanIndex& index, const PlanSimulation& simulation, int64_t steps,
+                     const RegisterProto& reg, Placement* p) {
+  const int64_t firings = steps * index.plan().pieces_per_step();
+  auto count_of = [](const absl::flat_hash_map<int64_t, int64_t>& counts, int64_t id) {
+    auto it = counts.find(id);
+    return it == counts.end() ? int64_t{-1} : it->second;
+  };
+  if (reg.count() != 1) return absl::StrCat("it has count ", reg.count());
+  const TaskProto* producer = index.FindTask(reg.producer().task_id());
+  const int64_t emitted = count_of(simulation.emitted, producer->id());
+  if (emitted != firings) {
+    return absl::StrCat("its producer emits it ", emitted, " times in ", steps,
+                        " step(s), not once per piece");
+  }
+  p->first_use = p->last_use = producer->order_in_stream();
+  for (const TaskRefProto& ref : reg.consumers()) {
+    const TaskProto* consumer = index.FindTask(ref.task_id());
+    const std::string label = PlanIndex::TaskLabel(*consumer);
+    if (consumer->rank() != producer->rank() ||
+        consumer->device().type() != producer->device().type() ||
+        consumer->device().index() != producer->device().index() ||
+        consumer->stream_id() != producer->stream_id()) {
+      return absl::StrCat("its consumer ", label, " runs on another stream than its producer");
+    }
+    if (consumer->type() == TaskProto::REPEAT) return absl::StrCat(label, " holds it");
+    if (index.IsVariableHolder(*consumer)) return absl::StrCat(label, " reads it a step later");
+    if (count_of(simulation.read, consumer->id()) != firings) {
+      return absl::StrCat("its consumer ", label, " does not read once per piece");
+    }
+    p->last_use = std::max(p->last_use, consumer->order_in_stream());
+  }
+  return "";
+}
+
+// One register in a reusable block: its bytes, and either a stream with a lifetime or a reason.
+struct Entry {
+  Placement placement;
+  int64_t stream = -1;  // index into the rank's streams; -1: no lifetime (see `why`)
+  int64_t cls = 0;      // `stream`, or a unique negative id when there is no lifetime
+  std::string why;      // for messages: why there is no lifetime, or which stream it is on
+};
+
+// Registers of different streams, or without a lifetime, may not share bytes at all. Sweeps
+// by offset keeping the two furthest-reaching entries of distinct classes (a class is a
+// stream, or the entry alone when it has no lifetime).
+absl::Status CheckClasses(int32_t rank, int64_t block, std::vector<const Entry*> entries) {
+  std::stable_sort(entries.begin(), entries.end(), [](const Entry* a, const Entry* b) {
+    return a->placement.begin < b->placement.begin;
+  });
+  auto class_of = [](const Entry* e) { return e->cls; };
+  const Entry* first = nullptr;   // reaches furthest
+  const Entry* second = nullptr;  // reaches furthest among other classes than `first`
+  for (const Entry* e : entries) {
+    const int64_t cls = class_of(e);
+    const Entry* other = first != nullptr && class_of(first) != cls ? first : second;
+    if (other != nullptr && other->placement.end > e->placement.begin) {
+      return PlanError(absl::StrCat(
+          Describe(rank, other->placement), " and ", Describe(rank, e->placement),
+          " share bytes of block ", block,
+          ", but their lifetimes cannot be ordered (first: ", other->why, "; second: ", e->why,
+          "); only registers with count 1 whose producer "
+          "and consumers run once per piece on one stream may share bytes"));
+    }
+    if (first == nullptr || class_of(first) == cls) {
+      if (first == nullptr || e->placement.end > first->placement.end) first = e;
+    } else if (e->placement.end > first->placement.end) {
+      second = first;
+      first = e;
+    } else if (second == nullptr || e->placement.end > second->placement.end) {
+      second = e;
+    }
+  }
+  return absl::OkStatus();
+}
+
+// Registers of one stream share bytes only with disjoint lifetimes: a sweep over time keeps the
+// byte ranges alive now, keyed by offset (pairwise disjoint, else we failed already).
+absl::Status CheckLifetimes(int32_t rank, int64_t block, int32_t stream,
+                            std::vector<const Placement*> placements) {
+  std::stable_sort(
+      placements.begin(), placements.end(),
+      [](const Placement* a, const Placement* b) { return a->first_use < b->first_use; });
+  std::map<int64_t, const Placement*> live;
+  using Ending = std::pair<int64_t, const Placement*>;
+  std::priority_queue<Ending, std::vector<Ending>, std::greater<Ending>> ends;
+  for (const Placement* p : placements) {
+    while (!ends.empty() && ends.top().first < p->first_use) {
+      live.erase(ends.top().second->begin);
+      ends.pop();
+    }
+    auto next = live.lower_bound(p->begin);
+    const Placement* clash = nullptr;
+    if (next != live.end() && next->second->begin < p->end) clash = next->second;
+    if (clash == nullptr && next != live.begin() && std::prev(next)->second->end > p->begin) {
+      clash = std::prev(next)->second;
+    }
+    if (clash != nullptr) {
+      return PlanError(absl::StrCat(
+          Describe(rank, *clash), " and ", Describe(rank, *p), " share bytes of block ", block,
+          " but are alive together on stream ", stream, " (orders ", clash->first_use, "..",
+          clash->last_use, " and ", p->first_use, "..", p->last_use, ")"));
+    }
+    live[p->begin] = p;
+    ends.push({p->last_use, p});
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status CheckMemoryReuse(const PlanIndex& index, const PlanSimulation& simulation,
+                              int64_t steps) {
+  for (const RankPlanProto& rank_plan : index.plan().rank_plans()) {
+    const int32_t rank = rank_plan.rank();
+    absl::flat_hash_map<int64_t, bool> persistent;
+    for (const MemoryBlockProto& block : rank_plan.memory_blocks()) {
+      persistent[block.id()] = block.persistent();
+    }
+    std::vector<Entry> entries;
+    std::map<StreamKey, int64_t> streams;
+    std::vector<StreamKey> stream_keys;
+    for (const RegisterProto& reg : rank_plan.registers()) {
+      if (!reg.has_memory() || persistent[reg.memory().block_id()]) continue;
+      const int64_t begin = reg.memory().offset();
+      Entry entry;
+      entry.placement = {&reg, begin, begin + reg.count() * reg.memory().buffer_bytes()};
+      if (entry.placement.end == begin) continue;
+      entry.why = Lifetime(index, simulation, steps, reg, &entry.placement);
+      if (entry.why.empty()) {  // a lifetime: ordered within its stream
+        const TaskProto* producer = index.FindTask(reg.producer().task_id());
+        const StreamKey key{producer->device().type(), producer->device().index(),
+                            producer->stream_id()};
+        auto [it, fresh] = streams.emplace(key, static_cast<int64_t>(stream_keys.size()));
+        if (fresh) stream_keys.push_back(key);
+        entry.stream = it->second;
+        entry.why = absl::StrCat("it has a lifetime on stream ", std::get<0>(key), ":",
+                                 std::get<1>(key), "/", std::get<2>(key));
+      }
+      entry.cls = entry.stream >= 0 ? entry.stream : -2 - static_cast<int64_t>(entries.size());
+      entries.push_back(std::move(entry));
+    }
+    std::map<int64_t, std::vector<const Entry*>> by_block;
+    std::map<std::pair<int64_t, int64_t>, std::vector<const Placement*>> by_stream;
+    for (const Entry& entry : entries) {
+      const int64_t block = entry.placement.reg->memory().block_id();
+      by_block[block].push_back(&entry);
+      if (entry.stream >= 0) by_stream[{block, entry.stream}].push_back(&entry.placement);
+    }
+    for (auto& [block, list] : by_block) RETURN_IF_ERROR(CheckClasses(rank, block, list));
+    for (auto& [key, list] : by_stream) {
+      RETURN_IF_ERROR(CheckLifetimes(rank, key.first, std::get<2>(stream_keys[key.second]), list));
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace compiler
+}  // namespace oneflow_like
