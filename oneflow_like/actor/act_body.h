@@ -1,0 +1,103 @@
+// ActBody: what one actor does when it fires, separated from when it fires (actor.h). The
+// actor hands its body borrowed views of the buffers it reads and writes, in the task's payload
+// order (TaskProto.inputs / outputs). Bodies are owned by their actor and called only on the
+// actor's thread.
+//
+//   COMPUTE        ComputeBody: the op's CPU kernel on this shard (KernelContext)
+//   TRANSFER, REPEAT, variable update   CopyBody: outputs[i] = inputs[i]
+//   BOXING_SLICE   SliceBody: outputs[k] = region k of inputs[0]
+//   BOXING_CONCAT  ConcatBody: outputs[0] = zeros, then region k = inputs[k]
+//   BOXING_ADD     AddBody: outputs[0] = sum of inputs
+//   SOURCE/SINK    FunctionBody around the runtime's feed / fetch queues
+#ifndef ONEFLOW_LIKE_ACTOR_ACT_BODY_H_
+#define ONEFLOW_LIKE_ACTOR_ACT_BODY_H_
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "oneflow_like/core/op_def.h"
+#include "oneflow_like/core/status.h"
+#include "oneflow_like/core/tensor.h"
+
+namespace oneflow_like {
+namespace actor {
+
+struct ActIo {
+  std::vector<Tensor> inputs;   // borrowed views, payload order
+  std::vector<Tensor> outputs;  // borrowed views, payload order
+};
+
+class ActBody {
+ public:
+  virtual ~ActBody() = default;
+  virtual absl::Status Act(ActIo& io) = 0;
+};
+
+// Element-wise helpers (any dtype; same desc required, CHECKed: the runtime validated shapes).
+void CopyTensorData(const Tensor& source, Tensor* destination);
+void AddTensorInto(const Tensor& source, Tensor* destination);  // destination += source
+
+class ComputeBody final : public ActBody {
+ public:
+  // REQUIRES: `def` outlives the body; `attrs` validated (defaults filled).
+  ComputeBody(const OpDef* def, std::string op_name, AttrMap attrs, std::vector<ShardInfo> input_shards,
+              std::vector<ShardInfo> output_shards)
+      : def_(def),
+        op_name_(std::move(op_name)),
+        attrs_(std::move(attrs)),
+        input_shards_(std::move(input_shards)),
+        output_shards_(std::move(output_shards)) {}
+  absl::Status Act(ActIo& io) override;
+
+ private:
+  const OpDef* def_;
+  std::string op_name_;
+  AttrMap attrs_;
+  std::vector<ShardInfo> input_shards_;
+  std::vector<ShardInfo> output_shards_;
+};
+
+class CopyBody final : public ActBody {
+ public:
+  absl::Status Act(ActIo& io) override;
+};
+
+class SliceBody final : public ActBody {
+ public:
+  explicit SliceBody(std::vector<std::vector<int64_t>> region_begins) : begins_(std::move(region_begins)) {}
+  absl::Status Act(ActIo& io) override;
+
+ private:
+  std::vector<std::vector<int64_t>> begins_;  // per output
+};
+
+class ConcatBody final : public ActBody {
+ public:
+  explicit ConcatBody(std::vector<std::vector<int64_t>> region_begins) : begins_(std::move(region_begins)) {}
+  absl::Status Act(ActIo& io) override;
+
+ private:
+  std::vector<std::vector<int64_t>> begins_;  // per input
+};
+
+class AddBody final : public ActBody {
+ public:
+  absl::Status Act(ActIo& io) override;
+};
+
+// Wraps a function (sources, sinks, ticks).
+class FunctionBody final : public ActBody {
+ public:
+  explicit FunctionBody(std::function<absl::Status(ActIo&)> fn) : fn_(std::move(fn)) {}
+  absl::Status Act(ActIo& io) override { return fn_(io); }
+
+ private:
+  std::function<absl::Status(ActIo&)> fn_;
+};
+
+}  // namespace actor
+}  // namespace oneflow_like
+
+#endif  // ONEFLOW_LIKE_ACTOR_ACT_BODY_H_

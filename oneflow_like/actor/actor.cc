@@ -1,0 +1,306 @@
+#include "oneflow_like/actor/actor.h"
+
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+
+namespace oneflow_like {
+namespace actor {
+
+std::string ActorStateName(ActorState state) {
+  switch (state) {
+    case ActorState::kRunning:
+      return "running";
+    case ActorState::kDraining:
+      return "draining";
+    case ActorState::kDone:
+      return "done";
+    case ActorState::kFailed:
+      return "failed";
+  }
+  return "unknown";
+}
+
+Actor::Actor(ActorSpec spec, std::unique_ptr<ActBody> body, ActorHost* host)
+    : spec_(std::move(spec)), body_(std::move(body)), host_(host) {
+  for (OutputPort& out : spec_.outputs) {
+    out.free.clear();
+    for (int32_t b = 0; b < out.layout->count; ++b) out.free.push_back(b);
+    out.holders.assign(out.layout->count, 0);
+  }
+  if (spec_.rule == FiringRule::kAccumulate) {
+    for (const PayloadRef& ref : spec_.payload_inputs) {
+      accumulator_.emplace_back(spec_.inputs[ref.port].layout->slots[ref.slot]);
+    }
+  }
+}
+
+void Actor::Handle(const ActorMessage& message) {
+  switch (message.kind) {
+    case MessageKind::kRegisterReady:
+      spec_.inputs[message.port].ready.push_back(message.buffer);
+      break;
+    case MessageKind::kRegisterReturned: {
+      OutputPort& out = spec_.outputs[message.port];
+      if (out.holders[message.buffer] <= 0) {  // only a corrupted peer can cause this
+        Fail(absl::InternalError(absl::StrCat("actor '", spec_.name, "': buffer ", message.buffer, " of register '",
+                                              out.layout->name, "' was returned more often than it was sent")));
+        break;
+      }
+      if (--out.holders[message.buffer] == 0) {
+        out.free.push_back(message.buffer);
+        if (out.use != nullptr) {
+          out.use->live.fetch_sub(1);
+          WakeConflicts(out);
+        }
+      }
+      break;
+    }
+    case MessageKind::kEndOfData: {
+      spec_.inputs[message.port].end_of_data = true;
+      bool all = true;
+      for (const InputPort& in : spec_.inputs) all = all && (in.end_of_data || in.back_edge);
+      if (all && state_ == ActorState::kRunning) state_ = ActorState::kDraining;
+      break;
+    }
+    case MessageKind::kStartStep:
+      credits_ += spec_.rule == FiringRule::kInputSource ? message.value : 1;
+      break;
+    case MessageKind::kEndOfStream:
+      if (state_ == ActorState::kRunning) state_ = ActorState::kDraining;
+      break;
+    case MessageKind::kWake:  // nothing to record: the thread offers a firing next
+    case MessageKind::kReport:
+    case MessageKind::kStop:
+      break;  // handled by the thread
+  }
+}
+
+bool Actor::AllInputsReady() const {
+  for (const InputPort& in : spec_.inputs) {
+    if (in.ready.empty()) return false;
+  }
+  return true;
+}
+
+bool Actor::AllOutputsFree() const {
+  for (const OutputPort& out : spec_.outputs) {
+    if (out.free.empty() || !BytesAvailable(out)) return false;
+  }
+  return true;
+}
+
+bool Actor::BytesAvailable(const OutputPort& out) const {
+  if (out.use == nullptr) return true;
+  const int64_t mine = out.use->writes.load();
+  for (const ByteConflict& c : out.conflicts) {
+    // Read `writes` before `live`: the producer raises `live` before `writes`.
+    const int64_t theirs = c.other->writes.load();
+    if (c.other->live.load() != 0) return false;
+    if (c.other_is_earlier ? theirs <= mine : theirs != mine) return false;
+  }
+  return true;
+}
+
+void Actor::WakeConflicts(const OutputPort& out) {
+  for (const ByteConflict& c : out.conflicts) {
+    host_->Post(ActorMessage{MessageKind::kWake, c.other_producer, 0, 0, 0});
+  }
+}
+
+absl::Status Actor::RunBody(ActBody* body) {
+  ActIo io;
+  for (const PayloadRef& ref : spec_.payload_inputs) {
+    const InputPort& in = spec_.inputs[ref.port];
+    io.inputs.push_back(in.layout->View(in.ready.front(), ref.slot));
+  }
+  for (const PayloadRef& ref : spec_.payload_outputs) {
+    const OutputPort& out = spec_.outputs[ref.port];
+    io.outputs.push_back(out.layout->View(out.free.front(), ref.slot));
+  }
+  absl::Status status = body->Act(io);
+  if (!status.ok()) {
+    return absl::Status(status.code(), absl::StrCat("actor '", spec_.name, "' (task ", spec_.task.value(), ", ",
+                                                    spec_.type_name, "): ", status.message()));
+  }
+  return absl::OkStatus();
+}
+
+void Actor::SendOutputs() {
+  for (int32_t p = 0; p < static_cast<int32_t>(spec_.outputs.size()); ++p) {
+    OutputPort& out = spec_.outputs[p];
+    const int32_t buffer = out.free.front();
+    out.free.pop_front();
+    out.holders[buffer] = static_cast<int32_t>(out.local_consumers.size() + out.remote_consumers.size());
+    if (out.holders[buffer] == 0) out.free.push_back(buffer);  // nobody reads it: free at once
+    if (out.use != nullptr) {
+      if (out.holders[buffer] > 0) out.use->live.fetch_add(1);
+      out.use->writes.fetch_add(1);
+      WakeConflicts(out);
+    }
+    for (const LocalEndpoint& c : out.local_consumers) {
+      host_->Post(ActorMessage{MessageKind::kRegisterReady, c.actor, c.port, buffer, 0});
+    }
+    if (!out.remote_consumers.empty()) {
+      const std::string payload = out.layout->Pack(buffer);
+      for (const RemoteEndpoint& c : out.remote_consumers) {
+        host_->SendRemote(c.rank,
+                          RemoteMessage{RemoteKind::kReady, out.layout->id, buffer, spec_.task, c.task, payload});
+      }
+    }
+  }
+}
+
+void Actor::ReturnInputs() {
+  for (InputPort& in : spec_.inputs) {
+    const int32_t buffer = in.ready.front();
+    in.ready.pop_front();
+    if (in.mirror != nullptr) {
+      host_->ReturnMirrorBuffer(in.mirror, buffer, spec_.task);
+    } else {
+      host_->Post(ActorMessage{MessageKind::kRegisterReturned, in.producer.actor, in.producer.port, buffer, 0});
+    }
+  }
+}
+
+void Actor::Acted(bool step_event) { host_->OnActed(*this, ++acts_, step_event, attempt_begin_micros_); }
+
+void Actor::Fail(const absl::Status& status) {
+  state_ = ActorState::kFailed;
+  host_->OnFailed(*this, status);
+}
+
+bool Actor::TryFinishDrain() {
+  for (const OutputPort& out : spec_.outputs) {
+    if (static_cast<int32_t>(out.free.size()) != out.layout->count) return false;
+  }
+  for (const OutputPort& out : spec_.outputs) {
+    for (const LocalEndpoint& c : out.local_consumers) {
+      host_->Post(ActorMessage{MessageKind::kEndOfData, c.actor, c.port, 0, 0});
+    }
+    for (const RemoteEndpoint& c : out.remote_consumers) {
+      host_->SendRemote(c.rank, RemoteMessage{RemoteKind::kEndOfData, out.layout->id, 0, spec_.task, c.task, ""});
+    }
+  }
+  state_ = ActorState::kDone;
+  host_->OnDone(*this);
+  return true;
+}
+
+bool Actor::TryFire() {
+  attempt_begin_micros_ = host_->NowMicros();
+  if (state_ == ActorState::kDraining) return TryFinishDrain();
+  if (state_ != ActorState::kRunning) return false;
+  switch (spec_.rule) {
+    case FiringRule::kAccumulate:
+      return FireAccumulate();
+    case FiringRule::kVariableHolder:
+      return FireVariableHolder();
+    case FiringRule::kInputSource:
+      if (credits_ == 0 || !AllOutputsFree()) return false;
+      break;
+    case FiringRule::kSink:
+    case FiringRule::kAllInputs:
+    case FiringRule::kRepeat:
+      if (spec_.inputs.empty() || !AllInputsReady() || !AllOutputsFree()) return false;
+      break;
+  }
+  if (absl::Status status = RunBody(body_.get()); !status.ok()) {
+    Fail(status);
+    return false;
+  }
+  const bool step_event = spec_.rule == FiringRule::kInputSource || spec_.rule == FiringRule::kSink;
+  Acted(step_event);
+  SendOutputs();
+  if (spec_.rule == FiringRule::kInputSource) {
+    --credits_;
+  } else if (spec_.rule != FiringRule::kRepeat || ++phase_ == spec_.count) {
+    phase_ = 0;
+    ReturnInputs();
+  }
+  return true;
+}
+
+bool Actor::FireAccumulate() {
+  if (phase_ < spec_.count) {
+    if (!AllInputsReady()) return false;
+    for (size_t i = 0; i < accumulator_.size(); ++i) {
+      const PayloadRef& ref = spec_.payload_inputs[i];
+      const InputPort& in = spec_.inputs[ref.port];
+      const Tensor view = in.layout->View(in.ready.front(), ref.slot);
+      if (phase_ == 0) {
+        CopyTensorData(view, &accumulator_[i]);
+      } else {
+        AddTensorInto(view, &accumulator_[i]);
+      }
+    }
+    ++phase_;
+    Acted(false);
+    ReturnInputs();
+    return true;
+  }
+  if (!AllOutputsFree()) return false;
+  for (size_t i = 0; i < accumulator_.size(); ++i) {
+    const PayloadRef& ref = spec_.payload_outputs[i];
+    const OutputPort& out = spec_.outputs[ref.port];
+    Tensor view = out.layout->View(out.free.front(), ref.slot);
+    CopyTensorData(accumulator_[i], &view);
+  }
+  phase_ = 0;
+  Acted(false);
+  SendOutputs();
+  return true;
+}
+
+bool Actor::FireVariableHolder() {
+  if (awaiting_update_) {
+    // Absorb the update: every reader of this step has returned the variable (its register is
+    // free), so it may be overwritten now.
+    if (!AllInputsReady() || !AllOutputsFree()) return false;
+    if (absl::Status status = RunBody(body_.get()); !status.ok()) {
+      Fail(status);
+      return false;
+    }
+    awaiting_update_ = false;
+    Acted(true);
+    ReturnInputs();
+    return true;
+  }
+  if (credits_ == 0 || !AllOutputsFree()) return false;
+  --credits_;
+  Acted(true);
+  SendOutputs();
+  awaiting_update_ = !spec_.inputs.empty();
+  return true;
+}
+
+std::string Actor::DescribeWait() const {
+  std::vector<std::string> waits;
+  const bool source = spec_.rule == FiringRule::kInputSource || spec_.rule == FiringRule::kVariableHolder;
+  if (source && credits_ == 0 && !awaiting_update_) waits.push_back("emitted every piece of the started steps");
+  for (const InputPort& in : spec_.inputs) {
+    if (!in.ready.empty() || in.end_of_data) continue;
+    if (in.back_edge && !awaiting_update_) continue;
+    waits.push_back(absl::StrCat("waits for register '", in.layout->name, "' (id ", in.layout->id.value(),
+                                 ") from producer ", in.producer_description));
+  }
+  for (const OutputPort& out : spec_.outputs) {
+    if (!out.free.empty() && !BytesAvailable(out)) {
+      for (const ByteConflict& c : out.conflicts) {
+        waits.push_back(absl::StrCat("waits for register '", c.other_name, "', which shares the bytes of '",
+                                     out.layout->name, "', to be ", c.other_is_earlier ? "written and " : "",
+                                     "returned first"));
+      }
+    }
+    if (!out.free.empty()) continue;
+    waits.push_back(absl::StrCat("waits for register '", out.layout->name, "' (id ", out.layout->id.value(),
+                                 ") to be returned by ", out.consumers_description));
+  }
+  if (waits.empty()) waits.push_back("not waiting");
+  return absl::StrCat("actor '", spec_.name, "' (task ", spec_.task.value(), ", ", spec_.type_name, ", ",
+                      ActorStateName(state_), ", ", acts_, " acts): ", absl::StrJoin(waits, "; "));
+}
+
+}  // namespace actor
+}  // namespace oneflow_like

@@ -1,0 +1,177 @@
+// Actor: one task of the Plan as a small state machine. It owns its ports (the registers it
+// consumes and produces), fires by its task's rule and delegates the work of a firing to its
+// ActBody. All methods run on the actor's owner thread (the thread of its device stream); the
+// actor talks to the rest of the world only through messages, via its ActorHost.
+//
+// The loop, for the common rule (COMPUTE, TRANSFER, BOXING_*, TICK):
+//   while (every input has a ready buffer && every output has a free buffer) {
+//     Act();            // body reads the front ready buffers, writes the front free ones
+//     SendOutputs();    // "ready" to every consumer (local post, or the payload to a rank)
+//     ReturnInputs();   // "returned" to every producer
+//   }
+// Other rules (docs/plan_format.md, firing rules):
+//   kInputSource     one firing per step credit (kStartStep gives pieces_per_step credits)
+//   kVariableHolder  one firing per step; after a firing it waits for its update register
+//                    (if it consumes one), copies it into the variable and returns it before
+//                    it may fire again; the first firing does not wait
+//   kRepeat          one input buffer -> `count` output firings, then returns the input
+//   kAccumulate      sums `count` input buffers (each returned at once), then emits one
+//   kSink            consumes one buffer per firing, produces nothing
+// End of data: sources enter kDraining on kEndOfStream, other actors once every (non-back-
+// edge) input got kEndOfData; a draining actor waits until every buffer of every output came
+// back, then sends kEndOfData to its consumers and is kDone.
+#ifndef ONEFLOW_LIKE_ACTOR_ACTOR_H_
+#define ONEFLOW_LIKE_ACTOR_ACTOR_H_
+
+#include <atomic>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "oneflow_like/actor/act_body.h"
+#include "oneflow_like/actor/message.h"
+#include "oneflow_like/actor/register_layout.h"
+#include "oneflow_like/actor/wire.h"
+
+namespace oneflow_like {
+namespace actor {
+
+class Actor;
+struct MirrorRegister;  // runtime.h: a remote register's local staging
+
+enum class FiringRule { kAllInputs, kInputSource, kVariableHolder, kRepeat, kAccumulate, kSink };
+enum class ActorState { kRunning, kDraining, kDone, kFailed };
+std::string ActorStateName(ActorState state);
+
+struct LocalEndpoint {
+  ActorId actor;
+  int32_t port = 0;
+};
+struct RemoteEndpoint {
+  Rank rank;
+  TaskId task;  // a TRANSFER task on that rank consuming the mirror
+};
+
+struct InputPort {
+  const RegisterLayout* layout = nullptr;
+  LocalEndpoint producer;            // where returns go, unless `mirror` is set
+  MirrorRegister* mirror = nullptr;  // the register is produced on another rank
+  bool back_edge = false;            // a variable holder's update input (ignored by end of data)
+  std::string producer_description;  // for wait reports: "'x.source' (task 1) on rank 0"
+  // Mutable state.
+  std::deque<int32_t> ready;
+  bool end_of_data = false;
+};
+
+// Shared (cross-thread) use counters of one register whose bytes the memory planner shares
+// with other registers (lifetime-based reuse in task order).
+struct RegisterUse {
+  std::atomic<int64_t> writes{0};  // buffers produced so far
+  std::atomic<int32_t> live{0};    // buffers handed to consumers and not yet returned
+};
+
+// A register whose bytes overlap this output's. The planner assumed the two alternate in task
+// order, so: the earlier one is written only when the later one has caught up and is idle;
+// the later one only after the earlier one was written (this round) and is idle again.
+struct ByteConflict {
+  const RegisterUse* other = nullptr;
+  bool other_is_earlier = false;
+  ActorId other_producer;  // woken when this register's state changes
+  std::string other_name;
+};
+
+struct OutputPort {
+  const RegisterLayout* layout = nullptr;
+  RegisterUse* use = nullptr;  // non-null iff `conflicts` is non-empty
+  std::vector<ByteConflict> conflicts;
+  std::vector<LocalEndpoint> local_consumers;
+  std::vector<RemoteEndpoint> remote_consumers;  // at most one per rank
+  std::string consumers_description;
+  // Mutable state.
+  std::deque<int32_t> free;
+  std::vector<int32_t> holders;  // per buffer: consumers that have not returned it yet
+};
+
+// Which slot of which port a body input/output is.
+struct PayloadRef {
+  int32_t port = 0;
+  int32_t slot = 0;
+};
+
+struct ActorSpec {
+  ActorId id;
+  TaskId task;
+  std::string name;       // task name, for reports
+  std::string type_name;  // "COMPUTE", ...
+  FiringRule rule = FiringRule::kAllInputs;
+  int64_t count = 1;  // kRepeat / kAccumulate
+  std::vector<InputPort> inputs;
+  std::vector<OutputPort> outputs;
+  std::vector<PayloadRef> payload_inputs;
+  std::vector<PayloadRef> payload_outputs;
+};
+
+// What an actor needs from its runtime. Called on the actor's thread.
+class ActorHost {
+ public:
+  virtual ~ActorHost() = default;
+  virtual void Post(const ActorMessage& message) = 0;
+  virtual void SendRemote(Rank to, const RemoteMessage& message) = 0;
+  virtual void ReturnMirrorBuffer(MirrorRegister* mirror, int32_t buffer, TaskId consumer) = 0;
+  // After every act (`firing` counts this actor's acts from 1); `step_event`: a firing that
+  // counts toward step completion (source firings, holder updates, sink firings).
+  // `begin_micros`: when the firing attempt started (NowMicros), for timelines.
+  virtual void OnActed(const Actor& actor, int64_t firing, bool step_event, int64_t begin_micros) = 0;
+  virtual int64_t NowMicros() const = 0;
+  virtual void OnFailed(const Actor& actor, const absl::Status& status) = 0;
+  virtual void OnDone(const Actor& actor) = 0;
+};
+
+class Actor {
+ public:
+  // REQUIRES: body and host non-null; host outlives the actor.
+  Actor(ActorSpec spec, std::unique_ptr<ActBody> body, ActorHost* host);
+
+  void Handle(const ActorMessage& message);
+  // Fires at most once (or completes one accumulate/update phase, or finishes its drain).
+  // Returns whether anything happened.
+  bool TryFire();
+  // One line: state, firings, and what it waits for.
+  std::string DescribeWait() const;
+
+  const ActorSpec& spec() const { return spec_; }
+  ActorState state() const { return state_; }
+  int64_t acts() const { return acts_; }
+
+ private:
+  bool AllInputsReady() const;
+  bool AllOutputsFree() const;
+  bool BytesAvailable(const OutputPort& out) const;
+  void WakeConflicts(const OutputPort& out);
+  absl::Status RunBody(ActBody* body);
+  void SendOutputs();
+  void ReturnInputs();
+  void Acted(bool step_event);
+  void Fail(const absl::Status& status);
+  bool TryFinishDrain();
+  bool FireAccumulate();
+  bool FireVariableHolder();
+
+  ActorSpec spec_;
+  std::unique_ptr<ActBody> body_;
+  ActorHost* host_;
+  ActorState state_ = ActorState::kRunning;
+  int64_t acts_ = 0;
+  int64_t attempt_begin_micros_ = 0;  // set at the top of TryFire
+  int64_t credits_ = 0;               // sources: firings allowed by kStartStep
+  bool awaiting_update_ = false;      // variable holder
+  int64_t phase_ = 0;                 // repeat: outputs emitted; accumulate: inputs summed
+  std::vector<Tensor> accumulator_;
+};
+
+}  // namespace actor
+}  // namespace oneflow_like
+
+#endif  // ONEFLOW_LIKE_ACTOR_ACTOR_H_

@@ -1,0 +1,406 @@
+#include "oneflow_like/actor/runtime.h"
+
+#include <algorithm>
+#include <chrono>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "oneflow_like/core/shard_simulator.h"
+
+namespace oneflow_like {
+namespace actor {
+
+absl::StatusOr<std::unique_ptr<Runtime>> Runtime::Create(const PlanProto& plan, int rank, RuntimeEnv env) {
+  if (env.allocator == nullptr) return absl::InvalidArgumentError("RuntimeEnv.allocator is required");
+  const RankPlanProto* rank_plan = nullptr;
+  for (const RankPlanProto& rp : plan.rank_plans()) {
+    if (rp.rank() == rank) rank_plan = &rp;
+  }
+  if (rank_plan == nullptr) {
+    return absl::InvalidArgumentError(absl::StrCat("plan '", plan.job_name(), "' has no rank plan for rank ", rank,
+                                                   " (it has ", plan.rank_plans_size(), " rank plans)"));
+  }
+  std::unique_ptr<Runtime> runtime(new Runtime(Rank(rank), std::move(env)));
+  absl::Status status = runtime->Build(plan, *rank_plan);
+  if (!status.ok()) {
+    return absl::Status(status.code(),
+                        absl::StrCat("plan '", plan.job_name(), "', rank ", rank, ": ", status.message()));
+  }
+  runtime->Start();
+  return runtime;
+}
+
+void Runtime::Stop() {
+  for (auto& thread : threads_) {
+    if (thread->thread.joinable()) thread->mailbox.Push(ActorMessage{MessageKind::kStop, ActorId(), 0, 0, 0});
+  }
+  for (auto& thread : threads_) {
+    if (thread->thread.joinable()) thread->thread.join();
+  }
+}
+
+Runtime::~Runtime() {
+  Stop();
+  if (env_.transport != nullptr) env_.transport->SetReceiver([](Rank, absl::string_view) {});
+  actors_.clear();
+  for (const Block& block : blocks_) env_.allocator->Deallocate(block.data, block.bytes);
+}
+
+char* Runtime::AllocateBytes(int64_t bytes) {
+  const size_t size = static_cast<size_t>(bytes);
+  char* data = static_cast<char*>(env_.allocator->Allocate(size));
+  if (data != nullptr) blocks_.push_back(Block{data, size});
+  return data;
+}
+
+void Runtime::Start() {
+  if (env_.transport != nullptr) {
+    env_.transport->SetReceiver([this](Rank from, absl::string_view bytes) { OnRemoteBytes(from, bytes); });
+  }
+  if (env_.deterministic) return;  // DispatchOne drives the actors
+  for (auto& thread : threads_) {
+    StreamThread* t = thread.get();
+    t->thread = std::thread([this, t] { ThreadLoop(t); });
+  }
+}
+
+void Runtime::DescribeThread(const StreamThread& thread) {
+  std::lock_guard<std::mutex> lock(report_mu_);
+  for (ActorId id : thread.actors) {
+    report_lines_.push_back(absl::StrCat(thread.name, ": ", actors_[id.value()]->DescribeWait()));
+  }
+  ++report_answers_;
+  report_cv_.notify_all();
+}
+
+void Runtime::FireReady(StreamThread* thread, std::vector<int32_t>* touched) {
+  // Only an actor that got a message can have become ready. Offer those a firing, in static
+  // (order_in_stream) order, until nothing moves.
+  std::sort(touched->begin(), touched->end());
+  touched->erase(std::unique(touched->begin(), touched->end()), touched->end());
+  bool progressed = true;
+  while (progressed && !failed_.load()) {
+    progressed = false;
+    for (int32_t position : *touched) progressed = actors_[thread->actors[position].value()]->TryFire() || progressed;
+  }
+  touched->clear();
+}
+
+void Runtime::ThreadLoop(StreamThread* thread) {
+  std::vector<ActorMessage> batch;
+  std::vector<int32_t> touched;
+  while (true) {
+    thread->mailbox.PopAll(&batch);
+    for (const ActorMessage& message : batch) {
+      if (message.kind == MessageKind::kStop) return;
+      if (message.kind == MessageKind::kReport) {
+        DescribeThread(*thread);
+      } else {
+        actors_[message.actor.value()]->Handle(message);
+        touched.push_back(position_in_thread_[message.actor.value()]);
+      }
+    }
+    FireReady(thread, &touched);
+  }
+}
+
+bool Runtime::DispatchOne(ActorMessage* handled) {
+  ActorMessage message;
+  {
+    std::lock_guard<std::mutex> lock(pending_mu_);
+    if (pending_.empty()) return false;
+    message = pending_.front();
+    pending_.pop_front();
+  }
+  if (handled != nullptr) *handled = message;
+  actors_[message.actor.value()]->Handle(message);
+  std::vector<int32_t> touched = {position_in_thread_[message.actor.value()]};
+  FireReady(thread_of_actor_[message.actor.value()], &touched);
+  return true;
+}
+
+std::string Runtime::DescribeMessage(const ActorMessage& message) const {
+  if (message.actor.value() < 0 || message.actor.value() >= static_cast<int64_t>(actors_.size())) {
+    return MessageToString(message);
+  }
+  return absl::StrCat(MessageKindName(message.kind), " -> '", actors_[message.actor.value()]->spec().name, "'",
+                      message.kind == MessageKind::kRegisterReady || message.kind == MessageKind::kRegisterReturned
+                          ? absl::StrCat(" port ", message.port, " buffer ", message.buffer)
+                          : "");
+}
+
+// ---- ActorHost -----------------------------------------------------------------------------
+
+void Runtime::Post(const ActorMessage& message) {
+  if (env_.deterministic) {
+    std::lock_guard<std::mutex> lock(pending_mu_);
+    pending_.push_back(message);
+    return;
+  }
+  thread_of_actor_[message.actor.value()]->mailbox.Push(message);
+}
+
+void Runtime::SendRemote(Rank to, const RemoteMessage& message) {
+  absl::Status status = env_.transport->Send(to, EncodeRemoteMessage(message));
+  if (!status.ok()) {
+    RecordFailure(absl::Status(status.code(),
+                               absl::StrCat("rank ", rank_.value(), ": sending register ", message.register_id.value(),
+                                            " to rank ", to.value(), " failed: ", status.message())));
+  }
+}
+
+void Runtime::ReturnMirrorBuffer(MirrorRegister* mirror, int32_t buffer, TaskId consumer) {
+  if (mirror->holders[buffer].fetch_sub(1) != 1) return;
+  SendRemote(mirror->producer_rank,
+             RemoteMessage{RemoteKind::kReturned, mirror->layout.id, buffer, consumer, mirror->producer_task, ""});
+}
+
+void Runtime::OnActed(const Actor& actor, int64_t firing, bool step_event, int64_t begin_micros) {
+  if (env_.record_timeline) {
+    std::lock_guard<std::mutex> lock(timeline_mu_);
+    timeline_.push_back(TimelineEvent{actor.spec().id, firing, begin_micros, clock_->NowMicros()});
+  }
+  if (env_.on_act) env_.on_act(ActEvent{rank_, actor.spec().task, &actor.spec().name, firing});
+  if (step_event) step_events_.fetch_add(1);
+  last_act_micros_.store(clock_->NowMicros());
+  progress_.fetch_add(1);
+}
+
+void Runtime::OnFailed(const Actor& actor, const absl::Status& status) {
+  (void)actor;  // the status already names it
+  RecordFailure(status);
+}
+
+void Runtime::OnDone(const Actor& actor) {
+  (void)actor;
+  done_actors_.fetch_add(1);
+  progress_.fetch_add(1);
+}
+
+void Runtime::RecordFailure(const absl::Status& status) {
+  std::lock_guard<std::mutex> lock(status_mu_);
+  if (status_.ok()) status_ = status;
+  failed_.store(true);
+}
+
+absl::Status Runtime::status() const {
+  std::lock_guard<std::mutex> lock(status_mu_);
+  return status_;
+}
+
+std::string Runtime::TimelineEvents() const {
+  std::vector<std::string> events;
+  for (size_t t = 0; t < threads_.size(); ++t) {
+    events.push_back(absl::StrCat(R"({"name":"thread_name","ph":"M","pid":)", rank_.value(), R"(,"tid":)", t,
+                                  R"(,"args":{"name":")", threads_[t]->name, R"("}})"));
+  }
+  std::lock_guard<std::mutex> lock(timeline_mu_);
+  for (const TimelineEvent& e : timeline_) {
+    const ActorSpec& spec = actors_[e.actor.value()]->spec();
+    int64_t tid = 0;
+    for (size_t t = 0; t < threads_.size(); ++t) {
+      if (threads_[t].get() == thread_of_actor_[e.actor.value()]) tid = static_cast<int64_t>(t);
+    }
+    // Task names come from the plan; escape what JSON needs.
+    std::string name;
+    for (char c : spec.name) {
+      if (c == '"' || c == '\\') name += '\\';
+      name += c;
+    }
+    events.push_back(absl::StrCat(R"({"name":")", name, R"(","cat":")", spec.type_name, R"(","ph":"X","ts":)",
+                                  e.begin_micros, R"(,"dur":)", e.end_micros - e.begin_micros, R"(,"pid":)",
+                                  rank_.value(), R"(,"tid":)", tid, R"(,"args":{"task":)", spec.task.value(),
+                                  R"(,"firing":)", e.firing, "}}"));
+  }
+  return absl::StrJoin(events, ",\n");
+}
+
+// ---- remote messages ----------------------------------------------------------------------
+
+void Runtime::OnRemoteBytes(Rank from, absl::string_view bytes) {
+  const std::string where = absl::StrCat("rank ", rank_.value(), ": message from rank ", from.value());
+  absl::StatusOr<RemoteMessage> decoded = DecodeRemoteMessage(bytes);
+  if (!decoded.ok()) {
+    RecordFailure(absl::InvalidArgumentError(absl::StrCat(where, ": ", decoded.status().message())));
+    return;
+  }
+  const RemoteMessage& message = *decoded;
+  const int64_t id = message.register_id.value();
+  if (message.kind == RemoteKind::kReturned) {
+    auto it = producer_by_register_.find(id);
+    if (it == producer_by_register_.end()) {
+      RecordFailure(absl::InvalidArgumentError(
+          absl::StrCat(where, ": 'returned' for register ", id, ", which is not produced on this rank")));
+      return;
+    }
+    const RegisterLayout* layout = layout_by_id_.at(id);
+    if (message.buffer >= layout->count) {
+      RecordFailure(absl::InvalidArgumentError(absl::StrCat(where, ": 'returned' for buffer ", message.buffer,
+                                                            " of register ", id, " (count ", layout->count, ")")));
+      return;
+    }
+    Post(ActorMessage{MessageKind::kRegisterReturned, it->second.actor, it->second.port, message.buffer, 0});
+    return;
+  }
+  auto it = mirror_by_id_.find(id);
+  if (it == mirror_by_id_.end()) {
+    RecordFailure(absl::InvalidArgumentError(absl::StrCat(where, ": register ", id, " has no mirror on this rank")));
+    return;
+  }
+  MirrorRegister* mirror = it->second;
+  if (message.kind == RemoteKind::kReady) {
+    absl::Status status = mirror->layout.Unpack(message.buffer, message.payload);
+    if (!status.ok()) {
+      RecordFailure(absl::InvalidArgumentError(absl::StrCat(where, ": ", status.message())));
+      return;
+    }
+    mirror->holders[message.buffer].store(static_cast<int32_t>(mirror->consumers.size()));
+  }
+  const MessageKind kind = message.kind == RemoteKind::kReady ? MessageKind::kRegisterReady : MessageKind::kEndOfData;
+  for (const LocalEndpoint& c : mirror->consumers) Post(ActorMessage{kind, c.actor, c.port, message.buffer, 0});
+}
+
+// ---- feeding, steps, results --------------------------------------------------------------
+
+const TensorBindingProto* Runtime::FindBinding(const std::string& name) const {
+  auto it = bindings_.find(name);
+  return it == bindings_.end() ? nullptr : &it->second;
+}
+
+std::vector<std::string> Runtime::OutputNames() const {
+  std::vector<std::string> names;
+  for (const auto& [name, binding] : bindings_) {
+    if (binding.kind() == TensorBindingProto::OUTPUT) names.push_back(name);
+  }
+  return names;
+}
+
+const TensorDesc& Runtime::BindingDesc(const std::string& name) const { return binding_descs_.at(name); }
+
+absl::Status Runtime::FeedShard(const std::string& name, const Tensor& shard) {
+  const TensorBindingProto* binding = FindBinding(name);
+  if (binding == nullptr || binding->kind() != TensorBindingProto::INPUT) {
+    return absl::InvalidArgumentError(absl::StrCat("rank ", rank_.value(), " has no input named '", name, "'"));
+  }
+  if (shard.desc() != BindingDesc(name)) {
+    return absl::InvalidArgumentError(absl::StrCat("input '", name, "' on rank ", rank_.value(), ": fed shard is ",
+                                                   shard.desc().ToString(), ", the plan expects ",
+                                                   BindingDesc(name).ToString()));
+  }
+  std::lock_guard<std::mutex> lock(io_mu_);
+  feeds_[name].push_back(shard.Clone());
+  return absl::OkStatus();
+}
+
+absl::Status Runtime::FeedLogical(const std::string& name, const Tensor& logical) {
+  const TensorBindingProto* binding = FindBinding(name);
+  if (binding == nullptr || binding->kind() != TensorBindingProto::INPUT) {
+    return absl::InvalidArgumentError(absl::StrCat("rank ", rank_.value(), " has no input named '", name, "'"));
+  }
+  const Shape logical_shape(
+      std::vector<int64_t>(binding->shard().logical_dims().begin(), binding->shard().logical_dims().end()));
+  if (logical.dtype() != BindingDesc(name).dtype || logical.shape() != logical_shape) {
+    return absl::InvalidArgumentError(absl::StrCat("input '", name, "': fed ", logical.desc().ToString(),
+                                                   ", the plan expects the logical tensor ",
+                                                   DataTypeName(BindingDesc(name).dtype), logical_shape.ToString()));
+  }
+  for (const SbpProto& sbp : binding->shard().nd_sbp().sbp()) {
+    if (sbp.kind() == SbpProto::PARTIAL_SUM) {
+      return absl::InvalidArgumentError(absl::StrCat("input '", name, "' is partial-sum on rank ", rank_.value(),
+                                                     ": feed per-rank shards (FeedShard) instead"));
+    }
+  }
+  Tensor shard(BindingDesc(name));
+  CopyBlockOut(logical, binding_offsets_.at(name), &shard);
+  std::lock_guard<std::mutex> lock(io_mu_);
+  feeds_[name].push_back(std::move(shard));
+  return absl::OkStatus();
+}
+
+absl::Status Runtime::StartStep() {
+  RETURN_IF_ERROR(status());
+  if (ended_) return absl::FailedPreconditionError("StartStep after EndStream");
+  if (!StepDone()) return absl::FailedPreconditionError("StartStep while the previous step is still running");
+  {
+    std::lock_guard<std::mutex> lock(io_mu_);
+    for (const auto& [name, binding] : bindings_) {
+      if (binding.kind() != TensorBindingProto::INPUT) continue;
+      const int64_t fed = static_cast<int64_t>(feeds_[name].size());
+      if (fed < pieces_per_step_) {
+        return absl::FailedPreconditionError(absl::StrCat("input '", name, "' on rank ", rank_.value(), " has ", fed,
+                                                          " fed pieces; a step needs ", pieces_per_step_));
+      }
+    }
+  }
+  ++steps_started_;
+  for (ActorId id : sources_) {
+    Post(ActorMessage{MessageKind::kStartStep, id, 0, 0, pieces_per_step_});
+  }
+  return absl::OkStatus();
+}
+
+bool Runtime::StepDone() const { return step_events_.load() >= steps_started_ * events_per_step_; }
+
+void Runtime::EndStream() {
+  if (ended_) return;
+  ended_ = true;
+  for (ActorId id : sources_) Post(ActorMessage{MessageKind::kEndOfStream, id, 0, 0, 0});
+}
+
+bool Runtime::Finished() const { return done_actors_.load() == static_cast<int64_t>(actors_.size()); }
+
+absl::StatusOr<std::vector<Tensor>> Runtime::TakeFetched(const std::string& name) {
+  const TensorBindingProto* binding = FindBinding(name);
+  if (binding == nullptr || binding->kind() != TensorBindingProto::OUTPUT) {
+    return absl::NotFoundError(absl::StrCat("rank ", rank_.value(), " has no output named '", name, "'"));
+  }
+  // Exactly one step's firings, oldest first: a sink of a rank may already have fired for this
+  // step before StartStep reached the rank (its inputs come from ranks started earlier).
+  std::lock_guard<std::mutex> lock(io_mu_);
+  std::deque<Tensor>& queue = fetched_[name];
+  const int64_t count = fetches_per_step_[name];
+  if (static_cast<int64_t>(queue.size()) < count) {
+    return absl::InternalError(absl::StrCat("output '", name, "' on rank ", rank_.value(), " has ", queue.size(),
+                                            " fetched shards; a step produces ", count));
+  }
+  std::vector<Tensor> pieces;
+  for (int64_t i = 0; i < count; ++i) {
+    pieces.push_back(std::move(queue.front()));
+    queue.pop_front();
+  }
+  return pieces;
+}
+
+absl::StatusOr<Tensor> Runtime::ReadVariableShard(const std::string& name) const {
+  const TensorBindingProto* binding = FindBinding(name);
+  if (binding == nullptr || binding->kind() != TensorBindingProto::VARIABLE) {
+    return absl::NotFoundError(absl::StrCat("rank ", rank_.value(), " has no variable named '", name, "'"));
+  }
+  const RegisterLayout* layout = layout_by_id_.at(binding->slot().register_id());
+  return layout->View(0, binding->slot().slot()).Clone();
+}
+
+std::string Runtime::Report(int64_t timeout_ms) {
+  std::unique_lock<std::mutex> lock(report_mu_);
+  report_lines_.clear();
+  report_answers_ = 0;
+  lock.unlock();
+  for (auto& thread : threads_) {
+    if (env_.deterministic) {
+      DescribeThread(*thread);  // no threads: the caller drives the actors
+    } else {
+      thread->mailbox.Push(ActorMessage{MessageKind::kReport, ActorId(), 0, 0, 0});
+    }
+  }
+  lock.lock();
+  const bool all = report_cv_.wait_for(lock, std::chrono::milliseconds(timeout_ms),
+                                       [this] { return report_answers_ == static_cast<int64_t>(threads_.size()); });
+  std::string report = absl::StrCat("rank ", rank_.value(), ":\n");
+  for (const std::string& line : report_lines_) absl::StrAppend(&report, "  ", line, "\n");
+  if (!all) absl::StrAppend(&report, "  (some threads did not answer within ", timeout_ms, " ms: busy in an act?)\n");
+  return report;
+}
+
+}  // namespace actor
+}  // namespace oneflow_like

@@ -1,0 +1,258 @@
+// Runtime: executes ONE rank's part of a PlanProto with actors.
+//
+//   RuntimeEnv env;
+//   env.transport = hub->endpoint(Rank(0));   // comm/transport.h (needed for remote edges)
+//   env.allocator = &allocator;               // planned memory blocks + mirror staging
+//   env.registry = &registry;                 // kernels of COMPUTE tasks
+//   env.clock = &clock;                       // optional (IdleMicros); default: steady clock
+//   ASSIGN_OR_RETURN(std::unique_ptr<Runtime> runtime, Runtime::Create(plan, /*rank=*/0, env));
+//   RETURN_IF_ERROR(runtime->FeedLogical("x", x_piece0));   // once per piece, per input
+//   RETURN_IF_ERROR(runtime->StartStep());
+//   while (!runtime->StepDone()) { ... }                      // Session does this for you
+//   ASSIGN_OR_RETURN(std::vector<Tensor> y, runtime->TakeFetched("y"));
+//
+// Create validates the rank's plan (every referenced register, slot, block, binding and op
+// exists and agrees; errors are InvalidArgument naming the task/register), allocates every
+// memory block, initializes variables from their bindings (initializer + ShardInfo: each shard
+// generates exactly its part of the logical tensor), builds one actor per task and starts one
+// thread per (device, stream). Each thread owns a mailbox and its actors and, after every
+// batch of messages, offers each of its actors a firing in `order_in_stream` order. Remote
+// registers arrive through the transport into staging buffers of their mirror register.
+// A task's payload is exactly TaskProto.inputs / outputs; a consumed register none of whose
+// slots is named there is a control input (it paces the task). Registers whose planned bytes
+// overlap (the memory planner's lifetime reuse) are written alternately in task order: the
+// later one only after the earlier one was written and returned, and vice versa.
+//
+// A step is done when every source fired its pieces, every sink its firings per step (derived
+// from the plan: REPEAT multiplies, ACCUMULATE divides) and every variable holder absorbed its
+// update. Steps stream through the same actors. EndStream() drains: sources stop, end of data
+// flows down, each actor finishes once all its buffers came back.
+//
+// Thread-safety: all public methods are thread-safe. ReadVariableShard and TakeFetched are
+// meant for the time between steps (StepDone() true).
+#ifndef ONEFLOW_LIKE_ACTOR_RUNTIME_H_
+#define ONEFLOW_LIKE_ACTOR_RUNTIME_H_
+
+#include <atomic>
+#include <condition_variable>
+#include <deque>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "oneflow_like/actor/actor.h"
+#include "oneflow_like/actor/clock.h"
+#include "oneflow_like/actor/mailbox.h"
+#include "oneflow_like/comm/transport.h"
+#include "oneflow_like/core/allocator.h"
+#include "oneflow_like/core/op_registry.h"
+#include "oneflow_like/core/proto/plan.pb.h"
+
+namespace oneflow_like {
+namespace actor {
+
+// A register produced on another rank: payloads arrive into `layout` (staging owned by the
+// runtime); the last local consumer to return a buffer sends "returned" to the producer rank.
+struct MirrorRegister {
+  RegisterLayout layout;
+  Rank producer_rank;
+  TaskId producer_task;
+  std::vector<LocalEndpoint> consumers;
+  std::vector<TaskId> consumer_tasks;
+  std::unique_ptr<std::atomic<int32_t>[]> holders;  // per buffer
+};
+
+struct ActEvent {
+  Rank rank;
+  TaskId task;
+  const std::string* task_name;
+  int64_t firing;  // this actor's acts so far, from 1
+};
+
+struct RuntimeEnv {
+  comm::Transport* transport = nullptr;  // required iff the rank has remote edges; not owned
+  Allocator* allocator = nullptr;        // required; not owned; outlives the runtime
+  const OpRegistry* registry = nullptr;  // required iff the rank has COMPUTE tasks; not owned
+  // Optional instrumentation, called on actor threads after every act; must be thread-safe.
+  std::function<void(const ActEvent&)> on_act;
+  // Deterministic executor (tests): no threads are started; every message waits in one FIFO
+  // until DispatchOne() handles it on the caller's thread, so runs are reproducible message
+  // by message.
+  bool deterministic = false;
+  // Time source for IdleMicros() and the timeline; null = a SystemClock owned by the runtime.
+  const Clock* clock = nullptr;
+  // Record every act (actor, thread, begin, end) for TimelineJson().
+  bool record_timeline = false;
+};
+
+class Runtime final : public ActorHost {
+ public:
+  static absl::StatusOr<std::unique_ptr<Runtime>> Create(const PlanProto& plan, int rank, RuntimeEnv env);
+  // Stop()s and frees the memory.
+  ~Runtime() override;
+  // Stops the threads without draining (idempotent). When several runtimes share a transport,
+  // stop them all before destroying any, so no thread sends to a destroyed runtime.
+  void Stop();
+
+  Rank rank() const { return rank_; }
+  int64_t pieces_per_step() const { return pieces_per_step_; }
+  // nullptr when this rank has no binding of that name.
+  const TensorBindingProto* FindBinding(const std::string& name) const;
+  // Names of this rank's OUTPUT bindings, sorted.
+  std::vector<std::string> OutputNames() const;
+  // The physical desc of a binding's slot. REQUIRES: FindBinding(name) != nullptr.
+  const TensorDesc& BindingDesc(const std::string& name) const;
+
+  // Queues one piece of input `name`: its whole logical tensor (this rank slices its shard by
+  // the binding's ShardInfo) or this rank's shard. InvalidArgument for an unknown input or a
+  // wrong dtype/shape.
+  absl::Status FeedLogical(const std::string& name, const Tensor& logical);
+  absl::Status FeedShard(const std::string& name, const Tensor& shard);
+
+  // Starts one step. FailedPrecondition if an input lacks pieces, the previous step is not
+  // done, or the runtime failed or was ended.
+  absl::Status StartStep();
+  bool StepDone() const;
+  int64_t steps_started() const { return steps_started_; }
+  // Starts the end-of-data drain; Finished() once every actor is done.
+  void EndStream();
+  bool Finished() const;
+  // Number of acts so far (the watchdog's progress measure).
+  int64_t progress() const { return progress_.load(); }
+  // Microseconds (by the env's clock) since the last act, or since Create if none.
+  int64_t IdleMicros() const { return clock_->NowMicros() - last_act_micros_.load(); }
+  // OK, or the first failure (a kernel error, a bad remote message, a transport error).
+  absl::Status status() const;
+
+  // The shards the sink of output `name` fetched in the oldest step not yet taken, in firing
+  // order (its firings per step of them). REQUIRES: that step is done.
+  absl::StatusOr<std::vector<Tensor>> TakeFetched(const std::string& name);
+  // A copy of this rank's shard of variable `name`.
+  absl::StatusOr<Tensor> ReadVariableShard(const std::string& name) const;
+  // Every thread describes its actors (one line each). Waits up to `timeout_ms` for the
+  // threads; a thread that does not answer (busy in an act) is named as such.
+  std::string Report(int64_t timeout_ms);
+
+  // Deterministic mode only: handles the oldest pending message, then offers firings to the
+  // actors of its stream (which may post more). Copies the message to *handled if non-null.
+  // Returns false when no message is pending.
+  bool DispatchOne(ActorMessage* handled = nullptr);
+  // "ready -> 'relu' port 0 buffer 1"
+  std::string DescribeMessage(const ActorMessage& message) const;
+
+  // The recorded acts as Chrome trace events ("X" events, pid = rank, tid = stream thread, plus
+  // thread-name metadata), comma-separated without brackets so several ranks' lists can be
+  // joined into one {"traceEvents": [...]} file (Session::TimelineJson does). Empty unless
+  // RuntimeEnv.record_timeline.
+  std::string TimelineEvents() const;
+
+  // ActorHost (called on actor threads).
+  void Post(const ActorMessage& message) override;
+  void SendRemote(Rank to, const RemoteMessage& message) override;
+  void ReturnMirrorBuffer(MirrorRegister* mirror, int32_t buffer, TaskId consumer) override;
+  void OnActed(const Actor& actor, int64_t firing, bool step_event, int64_t begin_micros) override;
+  int64_t NowMicros() const override { return env_.record_timeline ? clock_->NowMicros() : 0; }
+  void OnFailed(const Actor& actor, const absl::Status& status) override;
+  void OnDone(const Actor& actor) override;
+
+ private:
+  struct StreamThread {
+    std::string name;  // "cpu:0/stream 1"
+    Mailbox mailbox;
+    std::vector<ActorId> actors;  // in order_in_stream order
+    std::thread thread;
+  };
+  struct Block {
+    char* data = nullptr;
+    size_t bytes = 0;
+  };
+
+  // What SetUpTask decided for one task.
+  struct TaskSetup {
+    std::unique_ptr<ActBody> body;
+    int64_t step_events = 0;  // events this actor contributes to one step
+  };
+
+  Runtime(Rank rank, RuntimeEnv env) : rank_(rank), env_(std::move(env)) {}
+  // runtime_build.cc: validation, memory, registers, actors.
+  absl::Status Build(const PlanProto& plan, const RankPlanProto& rank_plan);
+  // runtime_tasks.cc: per-binding checks and variable initialization; per-task-type rules,
+  // payload slots and bodies (fills spec->rule, count, payload refs, back edges).
+  absl::Status AddBinding(const TensorBindingProto& binding);
+  // Pairs of local registers whose bytes overlap (the memory planner's reuse), per register.
+  std::map<int64_t, std::vector<ByteConflict>> FindByteConflicts(
+      const std::map<int64_t, const RegisterProto*>& registers);
+  absl::StatusOr<TaskSetup> SetUpTask(const TaskProto& task, int64_t firings_per_step, ActorSpec* spec);
+  void Start();
+  void ThreadLoop(StreamThread* thread);
+  // REQUIRES: `touched` holds positions in thread->actors of actors that got messages.
+  void FireReady(StreamThread* thread, std::vector<int32_t>* touched);
+  void DescribeThread(const StreamThread& thread);
+  void OnRemoteBytes(Rank from, absl::string_view bytes);
+  void RecordFailure(const absl::Status& status);
+  char* AllocateBytes(int64_t bytes);
+
+  const Rank rank_;
+  const RuntimeEnv env_;
+  SystemClock system_clock_;
+  const Clock* const clock_ = env_.clock != nullptr ? env_.clock : &system_clock_;
+  std::atomic<int64_t> last_act_micros_{clock_->NowMicros()};
+  int64_t pieces_per_step_ = 1;
+  std::vector<Block> blocks_;  // every allocation, freed by ~Runtime
+  absl::flat_hash_map<int64_t, char*> block_by_id_;
+  std::vector<std::unique_ptr<RegisterLayout>> layouts_;  // local registers
+  absl::flat_hash_map<int64_t, RegisterLayout*> layout_by_id_;
+  std::vector<std::unique_ptr<MirrorRegister>> mirrors_;
+  absl::flat_hash_map<int64_t, MirrorRegister*> mirror_by_id_;
+  absl::flat_hash_map<int64_t, LocalEndpoint> producer_by_register_;
+  std::vector<std::unique_ptr<RegisterUse>> register_uses_;  // registers sharing bytes
+  absl::flat_hash_map<int64_t, RegisterUse*> use_by_register_;
+  std::vector<std::unique_ptr<Actor>> actors_;  // indexed by ActorId
+  std::vector<StreamThread*> thread_of_actor_;  // indexed by ActorId
+  std::vector<int32_t> position_in_thread_;     // indexed by ActorId: index in its thread's actors
+  std::vector<ActorId> sources_;
+  std::vector<std::unique_ptr<StreamThread>> threads_;
+  std::map<std::string, TensorBindingProto> bindings_;
+  std::map<std::string, TensorDesc> binding_descs_;
+  std::map<std::string, std::vector<int64_t>> binding_offsets_;
+
+  mutable std::mutex io_mu_;  // feeds_ and fetched_
+  std::map<std::string, std::deque<Tensor>> feeds_;
+  std::map<std::string, std::deque<Tensor>> fetched_;
+  std::map<std::string, int64_t> fetches_per_step_;  // sink firings per step, per output
+
+  int64_t events_per_step_ = 0;
+  int64_t steps_started_ = 0;  // written by StartStep (callers serialize steps)
+  std::atomic<int64_t> step_events_{0};
+  std::atomic<int64_t> progress_{0};
+  std::atomic<int64_t> done_actors_{0};
+  std::atomic<bool> failed_{false};
+  bool ended_ = false;
+  mutable std::mutex status_mu_;
+  absl::Status status_;
+
+  struct TimelineEvent {
+    ActorId actor;
+    int64_t firing, begin_micros, end_micros;
+  };
+  mutable std::mutex timeline_mu_;
+  std::vector<TimelineEvent> timeline_;
+
+  std::mutex pending_mu_;  // deterministic mode: the single FIFO of posted messages
+  std::deque<ActorMessage> pending_;
+
+  std::mutex report_mu_;
+  std::condition_variable report_cv_;
+  std::vector<std::string> report_lines_;
+  int64_t report_answers_ = 0;
+};
+
+}  // namespace actor
+}  // namespace oneflow_like
+
+#endif  // ONEFLOW_LIKE_ACTOR_RUNTIME_H_

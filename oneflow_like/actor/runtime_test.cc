@@ -1,0 +1,236 @@
+// One-rank plans: values through SOURCE -> COMPUTE -> SINK over several steps, and bad plans
+// rejected by Runtime::Create with errors that name the culprit.
+#include "oneflow_like/actor/runtime.h"
+
+#include <algorithm>
+#include <chrono>
+#include <thread>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "oneflow_like/actor/session.h"
+#include "oneflow_like/actor/test_plan_builder.h"
+#include "oneflow_like/comm/loopback_transport.h"
+#include "oneflow_like/core/ops/builtin_ops.h"
+
+namespace oneflow_like {
+namespace actor {
+namespace {
+
+using ::testing::HasSubstr;
+
+const TensorDesc kF23{DataType::kFloat32, Shape{2, 3}};
+
+// The built-in ops, registered once for this test binary (an explicit object, not a global
+// registry of the library).
+const OpRegistry& Registry() {
+  static const OpRegistry* const registry = [] {
+    auto* r = new OpRegistry();
+    CHECK(RegisterBuiltinOps(r).ok());
+    return r;
+  }();
+  return *registry;
+}
+
+// x[2,3] -> relu -> y, `pieces` pieces per step.
+PlanProto ReluPlan(int64_t pieces) {
+  TestPlanBuilder b(1, pieces);
+  const int64_t x = b.AddRegister(0, "x", 2, {kF23});
+  const int64_t y = b.AddRegister(0, "y", 1, {kF23});
+  b.AddSource(0, "x.source", "x", x);
+  b.BindInput(0, "x", x, Shape{2, 3});
+  b.AddCompute(0, "relu", "relu", {}, {x}, {y});
+  b.AddSink(0, "y.sink", "y", y);
+  b.BindOutput(0, "y", y, Shape{2, 3});
+  return b.Build();
+}
+
+Tensor Values(std::vector<float> v) { return Tensor::FromVector<float>(Shape{2, 3}, v); }
+
+TEST(RuntimeTest, ReluPlanRunsSeveralStepsWithCorrectValues) {
+  absl::StatusOr<std::unique_ptr<Session>> session = Session::Create(ReluPlan(/*pieces=*/2), &Registry());
+  ASSERT_TRUE(session.ok()) << session.status();
+  for (int step = 0; step < 4; ++step) {
+    std::vector<std::vector<float>> fed;
+    for (int piece = 0; piece < 2; ++piece) {
+      std::vector<float> v;
+      for (int i = 0; i < 6; ++i) v.push_back(static_cast<float>((i - 3) * (step + 1) + piece * 0.5f));
+      fed.push_back(v);
+      ASSERT_TRUE((*session)->Feed("x", Values(v)).ok());
+    }
+    ASSERT_TRUE((*session)->RunStep().ok());
+    ASSERT_EQ((*session)->FetchCount("y"), 2);
+    for (int piece = 0; piece < 2; ++piece) {
+      absl::StatusOr<Tensor> y = (*session)->Fetch("y", piece);
+      ASSERT_TRUE(y.ok()) << y.status();
+      std::vector<float> expected = fed[piece];
+      for (float& e : expected) e = std::max(e, 0.0f);
+      EXPECT_EQ(y->ToVector<float>(), expected) << "step " << step << " piece " << piece;
+    }
+  }
+  EXPECT_TRUE((*session)->Close().ok());
+  EXPECT_TRUE((*session)->runtime(0)->Finished());
+}
+
+TEST(RuntimeTest, MissingFeedAndWrongShapesAreClearErrors) {
+  absl::StatusOr<std::unique_ptr<Session>> session = Session::Create(ReluPlan(2), &Registry());
+  ASSERT_TRUE(session.ok());
+  ASSERT_TRUE((*session)->Feed("x", Values({1, 2, 3, 4, 5, 6})).ok());
+  absl::Status short_feed = (*session)->RunStep();
+  EXPECT_EQ(short_feed.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(std::string(short_feed.message()), HasSubstr("input 'x' on rank 0 has 1 fed pieces; a step needs 2"));
+  absl::Status wrong = (*session)->Feed("x", Tensor(DataType::kFloat32, Shape{3, 2}));
+  EXPECT_EQ(wrong.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(wrong.message()), HasSubstr("float32[3,2]"));
+  EXPECT_EQ((*session)->Feed("nope", Values({1, 2, 3, 4, 5, 6})).code(), absl::StatusCode::kInvalidArgument);
+}
+
+// Two BOXING_CONCATs whose outputs share bytes (as a memory planner may place them): each
+// output must start as zeros, so `high` does not show `low`'s rows; a concat without payload
+// inputs (paced by a control input) is a zero fill.
+TEST(RuntimeTest, ConcatOutputsStartAsZeros) {
+  const TensorDesc f2{DataType::kFloat32, Shape{2}}, f4{DataType::kFloat32, Shape{4}};
+  TestPlanBuilder b(1, 1);
+  const int64_t x = b.AddRegister(0, "x", 1, {f2});
+  const int64_t low = b.AddRegister(0, "low", 1, {f4});
+  const int64_t low_out = b.AddRegister(0, "low.relu", 1, {f4});
+  const int64_t high = b.AddRegister(0, "high", 1, {f4});
+  const int64_t high_out = b.AddRegister(0, "high.relu", 1, {f4});
+  const int64_t zeros = b.AddRegister(0, "zeros", 1, {f4});
+  b.AddSource(0, "x.source", "x", x);
+  b.BindInput(0, "x", x, Shape{2});
+  TaskProto* concat_low = b.AddTask(0, TaskProto::BOXING_CONCAT, "low.concat", {x}, {low});
+  TaskProto* concat_high = b.AddTask(0, TaskProto::BOXING_CONCAT, "high.concat", {x}, {high});
+  for (auto [task, begin] : {std::make_pair(concat_low, 0), std::make_pair(concat_high, 2)}) {
+    RegionProto* region = task->mutable_concat()->add_input_regions();
+    region->add_begin(begin);
+    region->add_end(begin + 2);
+  }
+  b.AddCompute(0, "low.relu", "relu", {}, {low}, {low_out});
+  b.AddCompute(0, "high.relu", "relu", {}, {high}, {high_out});
+  b.AddTask(0, TaskProto::BOXING_CONCAT, "zero_fill", {x}, {zeros})->clear_inputs();  // x: control only
+  for (auto [name, id] :
+       {std::make_pair("low", low_out), std::make_pair("high", high_out), std::make_pair("zeros", zeros)}) {
+    b.AddSink(0, std::string(name) + ".sink", name, id);
+    b.BindOutput(0, name, id, Shape{4});
+  }
+  PlanProto plan = b.Build();
+  RankPlanProto* rank = plan.mutable_rank_plans(0);
+  rank->mutable_registers(3)->mutable_memory()->set_offset(rank->registers(1).memory().offset());  // high on low
+  absl::StatusOr<std::unique_ptr<Session>> session = Session::Create(plan, &Registry());
+  ASSERT_TRUE(session.ok()) << session.status();
+  for (int step = 0; step < 3; ++step) {
+    ASSERT_TRUE((*session)->Feed("x", Tensor::FromVector<float>(Shape{2}, {1.0f + step, 2.0f})).ok());
+    ASSERT_TRUE((*session)->RunStep().ok());
+    EXPECT_EQ((*session)->Fetch("low")->ToVector<float>(), std::vector<float>({1.0f + step, 2, 0, 0}));
+    EXPECT_EQ((*session)->Fetch("high")->ToVector<float>(), std::vector<float>({0, 0, 1.0f + step, 2}));
+    EXPECT_EQ((*session)->Fetch("zeros")->ToVector<float>(), std::vector<float>({0, 0, 0, 0}));
+  }
+}
+
+absl::Status CreateError(const PlanProto& plan) {
+  CpuAllocator allocator;
+  RuntimeEnv env;
+  env.allocator = &allocator;
+  env.registry = &Registry();
+  absl::StatusOr<std::unique_ptr<Runtime>> runtime = Runtime::Create(plan, 0, env);
+  return runtime.status();
+}
+
+TEST(RuntimeTest, TaskReferencingAMissingRegisterIsRejected) {
+  PlanProto plan = ReluPlan(1);
+  plan.mutable_rank_plans(0)->mutable_tasks(1)->set_consumed_register_ids(0, 999);
+  absl::Status status = CreateError(plan);
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(status.message()),
+              HasSubstr("task 'relu' (id 2) consumes register 999, which rank 0's plan does not contain"));
+}
+
+TEST(RuntimeTest, OtherBadPlansAreRejectedWithNames) {
+  {  // an unknown op
+    PlanProto plan = ReluPlan(1);
+    plan.mutable_rank_plans(0)->mutable_tasks(1)->mutable_compute()->set_op_type("relux");
+    EXPECT_THAT(std::string(CreateError(plan).message()), HasSubstr("task 'relu' (id 2)"));
+  }
+  {  // a register slot past the end of its block
+    PlanProto plan = ReluPlan(1);
+    plan.mutable_rank_plans(0)->mutable_registers(1)->mutable_memory()->set_offset(1 << 20);
+    EXPECT_THAT(std::string(CreateError(plan).message()), HasSubstr("register 'y' (id 101), slot 0 ends at byte"));
+  }
+  {  // a consumer missing from the register's consumer list
+    PlanProto plan = ReluPlan(1);
+    plan.mutable_rank_plans(0)->mutable_registers(1)->clear_consumers();
+    EXPECT_THAT(std::string(CreateError(plan).message()), HasSubstr("does not list it among its consumers"));
+  }
+  {  // a sink bound to nothing
+    PlanProto plan = ReluPlan(1);
+    plan.mutable_rank_plans(0)->mutable_tasks(2)->mutable_io()->set_tensor_name("z");
+    EXPECT_THAT(std::string(CreateError(plan).message()), HasSubstr("names tensor 'z', which has no binding"));
+  }
+  {  // no such rank
+    EXPECT_THAT(
+        std::string(
+            Runtime::Create(ReluPlan(1), 3, RuntimeEnv{nullptr, nullptr, &Registry(), nullptr}).status().message()),
+        HasSubstr("allocator"));
+    CpuAllocator allocator;
+    EXPECT_THAT(
+        std::string(
+            Runtime::Create(ReluPlan(1), 3, RuntimeEnv{nullptr, &allocator, &Registry(), nullptr}).status().message()),
+        HasSubstr("no rank plan for rank 3"));
+  }
+  {  // collectives are not available on CPU
+    PlanProto plan = ReluPlan(1);
+    plan.mutable_rank_plans(0)->mutable_tasks(1)->set_type(TaskProto::COLLECTIVE);
+    absl::Status status = CreateError(plan);
+    EXPECT_EQ(status.code(), absl::StatusCode::kUnimplemented);
+    EXPECT_THAT(std::string(status.message()), HasSubstr("COLLECTIVE"));
+  }
+}
+
+TEST(RuntimeTest, GarbageFromTheTransportFailsTheRuntimeNotTheProcess) {
+  std::unique_ptr<comm::LoopbackHub> hub = comm::LoopbackHub::Create(2);
+  CpuAllocator allocator;
+  ManualClock clock;
+  PlanProto two_ranks = ReluPlan(1);  // rank 0's work in a world of 2 (rank 1 only sends)
+  two_ranks.set_world_size(2);
+  RuntimeEnv env{hub->endpoint(Rank(0)), &allocator, &Registry(), nullptr, false, &clock};
+  absl::StatusOr<std::unique_ptr<Runtime>> runtime = Runtime::Create(two_ranks, 0, env);
+  ASSERT_TRUE(runtime.ok()) << runtime.status();
+  clock.Advance(250);
+  EXPECT_EQ((*runtime)->IdleMicros(), 250);  // no act yet: idle since Create, by the injected clock
+  // The frame is fine, the actor message inside is not.
+  ASSERT_TRUE(hub->endpoint(Rank(1))->Send(Rank(0), "not an actor message").ok());
+  EXPECT_EQ((*runtime)->status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string((*runtime)->status().message()), HasSubstr("rank 0: message from rank 1: actor message of"));
+  EXPECT_EQ((*runtime)->StartStep().code(), absl::StatusCode::kInvalidArgument);  // failed runtimes run no steps
+
+  // A 'returned' the runtime never asked for (register 101 = y, produced here, never sent).
+  absl::StatusOr<std::unique_ptr<Runtime>> spoofed = Runtime::Create(two_ranks, 0, env);
+  ASSERT_TRUE(spoofed.ok());
+  ASSERT_TRUE(hub->endpoint(Rank(1))
+                  ->Send(Rank(0), EncodeRemoteMessage(RemoteMessage{RemoteKind::kReturned, RegisterId(101), 0,
+                                                                    TaskId(9), TaskId(2), ""}))
+                  .ok());
+  for (int i = 0; i < 1000 && (*spoofed)->status().ok(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  EXPECT_EQ((*spoofed)->status().code(), absl::StatusCode::kInternal);
+  EXPECT_THAT(std::string((*spoofed)->status().message()), HasSubstr("returned more often than it was sent"));
+
+  // A transport for a different world.
+  std::unique_ptr<comm::LoopbackHub> big = comm::LoopbackHub::Create(3);
+  EXPECT_THAT(std::string(Runtime::Create(ReluPlan(1), 0, RuntimeEnv{big->endpoint(Rank(0)), &allocator, &Registry()})
+                              .status()
+                              .message()),
+              HasSubstr("the transport connects 3 ranks but the plan's world_size is 1"));
+
+  absl::StatusOr<std::unique_ptr<Runtime>> other = Runtime::Create(two_ranks, 0, env);
+  ASSERT_TRUE(other.ok());
+  ASSERT_TRUE(hub->endpoint(Rank(1))
+                  ->Send(Rank(0), EncodeRemoteMessage(RemoteMessage{RemoteKind::kReady, RegisterId(555), 0, TaskId(1),
+                                                                    TaskId(2), "xx"}))
+                  .ok());
+  EXPECT_THAT(std::string((*other)->status().message()), HasSubstr("register 555 has no mirror on this rank"));
+}
+
+}  // namespace
+}  // namespace actor
+}  // namespace oneflow_like

@@ -1,0 +1,256 @@
+#include "oneflow_like/actor/session.h"
+
+#include <thread>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "oneflow_like/actor/act_body.h"
+#include "oneflow_like/core/shard_simulator.h"
+
+namespace oneflow_like {
+namespace actor {
+
+absl::StatusOr<std::unique_ptr<Session>> Session::Create(const PlanProto& plan, const OpRegistry* registry,
+                                                         SessionOptions options) {
+  if (plan.world_size() < 1) return absl::InvalidArgumentError("plan has world_size < 1");
+  std::unique_ptr<Session> session(new Session());
+  session->options_ = std::move(options);
+  session->clock_ = session->options_.clock != nullptr ? session->options_.clock : &session->system_clock_;
+  session->pieces_per_step_ = std::max<int64_t>(1, plan.pieces_per_step());
+  session->hub_ = comm::LoopbackHub::Create(plan.world_size());
+  for (const RankPlanProto& rank_plan : plan.rank_plans()) {
+    session->allocators_.push_back(std::make_unique<CpuAllocator>());
+    RuntimeEnv env;
+    env.transport = session->hub_->endpoint(Rank(rank_plan.rank()));
+    env.allocator = session->allocators_.back().get();
+    env.registry = registry;
+    env.on_act = session->options_.on_act;
+    env.deterministic = session->options_.deterministic;
+    env.clock = session->clock_;
+    env.record_timeline = session->options_.record_timeline;
+    ASSIGN_OR_RETURN(std::unique_ptr<Runtime> runtime, Runtime::Create(plan, rank_plan.rank(), std::move(env)));
+    session->runtimes_.push_back(std::move(runtime));
+  }
+  return session;
+}
+
+Session::~Session() {
+  for (auto& runtime : runtimes_) runtime->Stop();
+  runtimes_.clear();
+}
+
+Runtime* Session::runtime(int rank) const {
+  for (const auto& runtime : runtimes_) {
+    if (runtime->rank().value() == rank) return runtime.get();
+  }
+  return nullptr;
+}
+
+absl::Status Session::Feed(const std::string& name, const Tensor& logical) {
+  RETURN_IF_ERROR(broken_);
+  bool found = false;
+  for (auto& runtime : runtimes_) {
+    if (runtime->FindBinding(name) == nullptr) continue;
+    found = true;
+    RETURN_IF_ERROR(runtime->FeedLogical(name, logical));
+  }
+  if (!found) return absl::InvalidArgumentError(absl::StrCat("the plan has no input named '", name, "'"));
+  return absl::OkStatus();
+}
+
+absl::Status Session::FeedShard(const std::string& name, int rank, const Tensor& shard) {
+  RETURN_IF_ERROR(broken_);
+  Runtime* r = runtime(rank);
+  if (r == nullptr) return absl::InvalidArgumentError(absl::StrCat("rank ", rank, " has no work in this plan"));
+  return r->FeedShard(name, shard);
+}
+
+absl::Status Session::Stalled(const std::string& headline) {
+  std::string report = absl::StrCat(headline, ":\n");
+  for (auto& runtime : runtimes_) absl::StrAppend(&report, runtime->Report(/*timeout_ms=*/1000));
+  return broken_ = absl::DeadlineExceededError(report);
+}
+
+absl::Status Session::Wait(const std::function<bool()>& done, const std::string& what) {
+  int64_t last_progress = -1;
+  int64_t last_change = clock_->NowMicros();
+  while (true) {
+    for (auto& runtime : runtimes_) {
+      absl::Status status = runtime->status();
+      if (!status.ok()) return broken_ = status;
+    }
+    if (done()) return absl::OkStatus();
+    if (options_.deterministic) {
+      bool dispatched = false;
+      for (auto& runtime : runtimes_) {
+        ActorMessage message;
+        if (!runtime->DispatchOne(&message)) continue;
+        dispatched = true;
+        message_log_.push_back(absl::StrCat("r", runtime->rank().value(), " ", runtime->DescribeMessage(message)));
+      }
+      if (!dispatched && !done()) {
+        return Stalled(absl::StrCat("deterministic executor: no message pending while waiting for ", what));
+      }
+      continue;
+    }
+    int64_t progress = 0;
+    for (auto& runtime : runtimes_) progress += runtime->progress();
+    const int64_t now = clock_->NowMicros();
+    if (progress != last_progress) {
+      last_progress = progress;
+      last_change = now;
+    } else if (now - last_change > options_.watchdog_timeout_ms * 1000) {
+      return Stalled(absl::StrCat("watchdog: no actor progressed for ", options_.watchdog_timeout_ms,
+                                  " ms while waiting for ", what));
+    }
+    std::this_thread::sleep_for(std::chrono::microseconds(100));
+  }
+}
+
+absl::Status Session::RunStep() {
+  RETURN_IF_ERROR(broken_);
+  if (closed_) return absl::FailedPreconditionError("RunStep after Close");
+  for (auto& runtime : runtimes_) {
+    absl::Status status = runtime->StartStep();
+    if (!status.ok()) {
+      // Ranks started before this one now run a step the others do not: unrecoverable.
+      if (&runtime != &runtimes_.front()) broken_ = status;
+      return status;
+    }
+  }
+  const int64_t step = runtimes_.empty() ? 0 : runtimes_.front()->steps_started();
+  RETURN_IF_ERROR(Wait(
+      [this] {
+        for (auto& runtime : runtimes_) {
+          if (!runtime->StepDone()) return false;
+        }
+        return true;
+      },
+      absl::StrCat("step ", step)));
+  fetched_.clear();
+  for (auto& runtime : runtimes_) {
+    // Every OUTPUT binding of this rank.
+    for (const std::string& name : runtime->OutputNames()) {
+      ASSIGN_OR_RETURN(std::vector<Tensor> pieces, runtime->TakeFetched(name));
+      fetched_[name].emplace_back(runtime->rank().value(), std::move(pieces));
+    }
+  }
+  return absl::OkStatus();
+}
+
+int64_t Session::FetchCount(const std::string& name) const {
+  auto it = fetched_.find(name);
+  return it == fetched_.end() || it->second.empty() ? 0 : static_cast<int64_t>(it->second.front().second.size());
+}
+
+absl::StatusOr<Tensor> Session::FetchShard(const std::string& name, int rank, int64_t firing) const {
+  auto it = fetched_.find(name);
+  if (it == fetched_.end()) return absl::NotFoundError(absl::StrCat("no output named '", name, "' was fetched"));
+  for (const auto& [r, pieces] : it->second) {
+    if (r != rank) continue;
+    if (firing < 0 || firing >= static_cast<int64_t>(pieces.size())) {
+      return absl::OutOfRangeError(absl::StrCat("output '", name, "' fired ", pieces.size(), " times on rank ", rank,
+                                                " in the last step; firing ", firing, " requested"));
+    }
+    return pieces[firing];
+  }
+  return absl::NotFoundError(absl::StrCat("output '", name, "' has no shard on rank ", rank));
+}
+
+absl::StatusOr<Tensor> Session::Fetch(const std::string& name, int64_t firing) const {
+  auto it = fetched_.find(name);
+  if (it == fetched_.end()) return absl::NotFoundError(absl::StrCat("no output named '", name, "' was fetched"));
+  std::vector<std::pair<int, Tensor>> shards;
+  for (const auto& [rank, pieces] : it->second) {
+    ASSIGN_OR_RETURN(Tensor shard, FetchShard(name, rank, firing));
+    shards.emplace_back(rank, std::move(shard));
+  }
+  return Assemble(name, shards);
+}
+
+absl::StatusOr<Tensor> Session::ReadVariable(const std::string& name) const {
+  std::vector<std::pair<int, Tensor>> shards;
+  for (const auto& runtime : runtimes_) {
+    if (runtime->FindBinding(name) == nullptr) continue;
+    ASSIGN_OR_RETURN(Tensor shard, runtime->ReadVariableShard(name));
+    shards.emplace_back(runtime->rank().value(), std::move(shard));
+  }
+  if (shards.empty()) return absl::NotFoundError(absl::StrCat("the plan has no variable named '", name, "'"));
+  return Assemble(name, shards);
+}
+
+absl::StatusOr<Tensor> Session::Assemble(const std::string& name,
+                                         const std::vector<std::pair<int, Tensor>>& shards) const {
+  const TensorBindingProto* first = runtime(shards.front().first)->FindBinding(name);
+  const Shape logical(std::vector<int64_t>(first->shard().logical_dims().begin(), first->shard().logical_dims().end()));
+  bool partial = false, broadcast = false;
+  for (const SbpProto& sbp : first->shard().nd_sbp().sbp()) {
+    partial = partial || sbp.kind() == SbpProto::PARTIAL_SUM;
+    broadcast = broadcast || sbp.kind() == SbpProto::BROADCAST;
+  }
+  if (partial && broadcast) {
+    return absl::UnimplementedError(absl::StrCat("assembling '", name,
+                                                 "' with nd_sbp mixing B and P needs the "
+                                                 "placement hierarchy; fetch shards per rank instead"));
+  }
+  Tensor result(first->shard().logical_dims().empty() ? shards.front().second.desc()
+                                                      : TensorDesc{shards.front().second.dtype(), logical});
+  // (offset, rank) of the regions written so far, to check broadcast copies against.
+  std::vector<std::pair<std::vector<int64_t>, const std::pair<int, Tensor>*>> written;
+  for (const auto& entry : shards) {
+    const TensorBindingProto* binding = runtime(entry.first)->FindBinding(name);
+    std::vector<int64_t> offset(binding->shard().offset().begin(), binding->shard().offset().end());
+    offset.resize(result.shape().num_axes(), 0);
+    const Tensor& shard = entry.second;
+    const std::pair<int, Tensor>* same = nullptr;
+    for (const auto& [o, e] : written) {
+      if (o == offset && e->second.shape() == shard.shape()) same = e;
+    }
+    if (same != nullptr && partial) {
+      Tensor sum(shard.desc());
+      CopyBlockOut(result, offset, &sum);
+      AddTensorInto(shard, &sum);
+      CopyBlockIn(sum, offset, &result);
+    } else if (same != nullptr) {
+      for (int64_t i = 0; i < shard.elem_count(); ++i) {
+        if (shard.GetAsDouble(i) != same->second.GetAsDouble(i)) {
+          return absl::InternalError(absl::StrCat("broadcast copies of '", name, "' differ between rank ", same->first,
+                                                  " and rank ", entry.first, " at element ", i, ": ",
+                                                  same->second.GetAsDouble(i), " vs ", shard.GetAsDouble(i)));
+        }
+      }
+    } else {
+      CopyBlockIn(shard, offset, &result);
+      written.emplace_back(offset, &entry);
+    }
+  }
+  return result;
+}
+
+std::string Session::TimelineJson() const {
+  std::vector<std::string> parts;
+  for (const auto& runtime : runtimes_) {
+    std::string events = runtime->TimelineEvents();
+    if (!events.empty()) parts.push_back(std::move(events));
+  }
+  return absl::StrCat("{\"traceEvents\": [\n", absl::StrJoin(parts, ",\n"), "\n]}\n");
+}
+
+absl::Status Session::Close() {
+  RETURN_IF_ERROR(broken_);
+  if (closed_) return absl::OkStatus();
+  closed_ = true;
+  for (auto& runtime : runtimes_) runtime->EndStream();
+  return Wait(
+      [this] {
+        for (auto& runtime : runtimes_) {
+          if (!runtime->Finished()) return false;
+        }
+        return true;
+      },
+      "the end-of-data drain");
+}
+
+}  // namespace actor
+}  // namespace oneflow_like

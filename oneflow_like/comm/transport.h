@@ -1,0 +1,66 @@
+// Transport: moves opaque byte messages (small control messages and register payloads) from
+// one rank to another. It knows nothing of actors: the runtime encodes its messages to bytes
+// (actor/wire.h) and decodes them on arrival.
+//
+// One Transport object is the endpoint of ONE rank: Send(to, bytes) and a receiver callback.
+// Every message crosses the wire as a Frame: a fixed header (magic, version, from, to, a
+// sequence number per directed edge from -> to, payload length) plus the payload bytes
+// (EncodeFrame / DecodeFrame). The receiving side checks that the sequence numbers of each
+// edge arrive as 0, 1, 2, ... so reordering or loss is detected instead of silently corrupting
+// the actor protocol.
+//
+//   std::unique_ptr<LoopbackHub> hub = LoopbackHub::Create(2);   // loopback_transport.h
+//   Transport* t0 = hub->endpoint(Rank(0));
+//   hub->endpoint(Rank(1))->SetReceiver([](Rank from, absl::string_view payload) {...});
+//   RETURN_IF_ERROR(t0->Send(Rank(1), "hello"));   // rank 1's receiver sees (Rank(0), "hello")
+//
+// Errors: unknown ranks and sends to a rank without a receiver are InvalidArgument /
+// FailedPrecondition; undecodable bytes are InvalidArgument; a sequence gap is DataLoss;
+// a broken link is Unavailable. Never a crash.
+// Thread-safety: Send and SetReceiver are thread-safe. The receiver may run on any thread
+// (for the loopback: the sender's thread) and must not block or call Send on the same edge.
+#ifndef ONEFLOW_LIKE_COMM_TRANSPORT_H_
+#define ONEFLOW_LIKE_COMM_TRANSPORT_H_
+
+#include <cstdint>
+#include <functional>
+#include <string>
+
+#include "absl/strings/string_view.h"
+#include "oneflow_like/core/ids.h"
+#include "oneflow_like/core/status.h"
+
+namespace oneflow_like {
+namespace comm {
+
+class Transport {
+ public:
+  // Called once per delivered message, in per-edge send order.
+  using Receiver = std::function<void(Rank from, absl::string_view payload)>;
+
+  virtual ~Transport() = default;
+  virtual Rank rank() const = 0;
+  virtual int32_t world_size() const = 0;
+  // Installs (or replaces) this rank's receiver.
+  virtual void SetReceiver(Receiver receiver) = 0;
+  // Sends `payload` to rank `to` (which may be this rank). Returns once the message is handed
+  // to the link (for the loopback: delivered).
+  virtual absl::Status Send(Rank to, absl::string_view payload) = 0;
+};
+
+// The wire unit of every transport.
+struct Frame {
+  Rank from;
+  Rank to;
+  uint64_t sequence = 0;  // per directed edge (from, to), from 0
+  std::string payload;
+};
+
+std::string EncodeFrame(const Frame& frame);
+// InvalidArgument for truncated bytes, a wrong magic/version or a length mismatch.
+absl::StatusOr<Frame> DecodeFrame(absl::string_view bytes);
+
+}  // namespace comm
+}  // namespace oneflow_like
+
+#endif  // ONEFLOW_LIKE_COMM_TRANSPORT_H_
