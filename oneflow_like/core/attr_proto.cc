@@ -44,9 +44,11 @@ AttrValueProto AttrValueToProto(const AttrValue& value) {
       proto.set_s(std::get<std::string>(value));
       break;
     case AttrType::kInts:
+      proto.mutable_ints();  // sets the oneof even for an empty list (e.g. fill's shape=[])
       for (int64_t v : std::get<std::vector<int64_t>>(value)) proto.mutable_ints()->add_values(v);
       break;
     case AttrType::kFloats:
+      proto.mutable_floats();
       for (double v : std::get<std::vector<double>>(value)) proto.mutable_floats()->add_values(v);
       break;
     case AttrType::kDataType:

@@ -26,6 +26,18 @@ TEST(AttrProtoTest, EveryAttrTypeRoundTrips) {
   EXPECT_EQ(AttrValueToProto(AttrValue(DataType::kInt32)).dtype(), DT_INT32);
 }
 
+// Regression: an empty list (fill's shape=[] for a scalar, e.g. the loss gradient seed) used
+// to leave the oneof unset, so the runtime rejected the compiled task's attribute.
+TEST(AttrProtoTest, EmptyListsRoundTrip) {
+  for (const AttrValue& v : {AttrValue(std::vector<int64_t>{}), AttrValue(std::vector<double>{})}) {
+    AttrValueProto proto = AttrValueToProto(v);
+    EXPECT_NE(proto.value_case(), AttrValueProto::VALUE_NOT_SET) << AttrValueToString(v);
+    absl::StatusOr<AttrValue> back = AttrValueFromProto(proto);
+    ASSERT_TRUE(back.ok()) << back.status();
+    EXPECT_EQ(*back, v) << AttrValueToString(v);
+  }
+}
+
 TEST(AttrProtoTest, RejectsEmptyAndInvalidValues) {
   absl::StatusOr<AttrValue> empty = AttrValueFromProto(AttrValueProto());
   EXPECT_EQ(empty.status().code(), absl::StatusCode::kInvalidArgument);

@@ -1,13 +1,23 @@
 // Runs the lowered boxing tasks on real numbers: a tiny interpreter executes every SOURCE,
-// TRANSFER, BOXING_SLICE, BOXING_CONCAT and BOXING_ADD of a plan in id order, then checks that
-// the register each consumer reads holds exactly its shard of the global tensor. This pins down
-// the region conventions (slice regions relative to the input, concat regions relative to the
-// output, concat outputs start as zeros) against an independent reference (GetShardSlice).
+// TRANSFER, BOXING_SLICE, BOXING_CONCAT, BOXING_ADD and COLLECTIVE of a plan in id order, then
+// checks that the register each consumer reads holds exactly its shard of the global tensor.
+// This pins down the region conventions (slice regions relative to the input, concat regions
+// relative to the output, concat outputs start as zeros; collective regions in logical
+// coordinates) against independent references (GetShardSlice, core's shard simulator).
+//
+// A COLLECTIVE is run as a CPU fallback backend would, from CollectiveParams alone: when the
+// first member task of a call (global_order) is reached (every member's input is ready, as the
+// boxing plan defines them before the call), a zero buffer over group_region gets each member's
+// input added at its input region (a sum for the whole-region sides of ALL_REDUCE /
+// REDUCE_SCATTER, a placement for the tiles of ALL_GATHER / ALL_TO_ALL), and each member's
+// output is that buffer cut at its output region.
+#include <algorithm>
 #include <map>
 #include <random>
 
 #include "gtest/gtest.h"
 #include "oneflow_like/compiler/lower/lower_test_util.h"
+#include "oneflow_like/core/shard_simulator.h"
 
 namespace oneflow_like {
 namespace compiler {
@@ -60,10 +70,49 @@ std::map<int64_t, Array> Execute(const PlanProto& plan, const Array& global, con
     for (const RegisterProto& reg : r.registers()) slot_dims[reg.id()] = Ints(reg.slots(0).dims());
     for (const TensorBindingProto& b : r.bindings()) binding_of[{r.rank(), b.slot().register_id()}] = &b;
   }
+  std::map<int64_t, std::vector<const TaskProto*>> members;  // global_order -> member tasks
+  for (const auto& [id, t] : tasks) {
+    if (t->type() == TaskProto::COLLECTIVE) members[t->collective().global_order()].push_back(t);
+  }
   std::map<int64_t, Array> value;
   for (const auto& [id, t] : tasks) {
     if (t->type() == TaskProto::COMPUTE || t->type() == TaskProto::SINK) continue;
     const int64_t out = t->outputs(0).register_id();
+    if (t->type() == TaskProto::COLLECTIVE) {
+      if (value.count(out)) continue;  // done with the call's first member
+      const CollectiveParams& params = t->collective();
+      const std::vector<int64_t> group_begin = Ints(params.group_region().begin());
+      const std::vector<int64_t> group_end = Ints(params.group_region().end());
+      auto relative = [&](const RegionProto& region, std::vector<int64_t>* begin, std::vector<int64_t>* end) {
+        *begin = Ints(region.begin());
+        *end = Ints(region.end());
+        for (size_t a = 0; a < begin->size(); ++a) (*begin)[a] -= group_begin[a], (*end)[a] -= group_begin[a];
+      };
+      std::vector<int64_t> group_dims(group_begin.size());
+      for (size_t a = 0; a < group_dims.size(); ++a) group_dims[a] = group_end[a] - group_begin[a];
+      Array group{group_dims, std::vector<double>(Count(group_dims), 0.0)};
+      const std::vector<const TaskProto*>& call = members.at(params.global_order());
+      EXPECT_EQ(static_cast<int>(call.size()), params.ranks_size()) << t->name();
+      for (const TaskProto* member : call) {
+        const int m = static_cast<int>(std::find(params.ranks().begin(), params.ranks().end(), member->rank()) -
+                                       params.ranks().begin());
+        const Array& in = value.at(member->inputs(0).register_id());
+        std::vector<int64_t> begin, end;
+        relative(params.input_regions(m), &begin, &end);
+        ForBox(group.dims, begin, end, [&](int64_t g, int64_t k) { group.data[g] += in.data[k]; });
+      }
+      for (const TaskProto* member : call) {
+        const int m = static_cast<int>(std::find(params.ranks().begin(), params.ranks().end(), member->rank()) -
+                                       params.ranks().begin());
+        const int64_t member_out = member->outputs(0).register_id();
+        Array result{slot_dims[member_out], std::vector<double>(Count(slot_dims[member_out]), 0.0)};
+        std::vector<int64_t> begin, end;
+        relative(params.output_regions(m), &begin, &end);
+        ForBox(group.dims, begin, end, [&](int64_t g, int64_t k) { result.data[k] = group.data[g]; });
+        value[member_out] = std::move(result);
+      }
+      continue;
+    }
     Array result{slot_dims[out], std::vector<double>(Count(slot_dims[out]), 0.0)};
     switch (t->type()) {
       case TaskProto::SOURCE: {
@@ -155,6 +204,58 @@ TEST(BoxingExecTest, ConsumersReadTheirShardOfTheGlobalTensor) {
       ++checked;
     }
     EXPECT_GT(checked, 0);
+  }
+}
+
+// Collective-style lowering (BoxingStyle::kCollective) of uneven [7,5] tensors: the interpreter
+// runs the COLLECTIVE tasks from their regions alone, and every consumer's input must equal
+// core's shard simulator's shard of the global tensor for its device under the consumer's
+// NdSbp (ShardTensor, an implementation independent of the boxing planner).
+TEST(BoxingExecTest, CollectivesFromTheirRegionsReproduceTheShardSimulator) {
+  const std::vector<Transition> transitions = {
+      {"cpu:[0,1,2]", "S(0)", "cpu:[0,1,2]", "B"},
+      {"cpu:[0,1,2]", "P", "cpu:[0,1,2]", "B"},
+      {"cpu:[0,1,2]", "P", "cpu:[0,1,2]", "S(1)"},
+      {"cpu:[0,1,2]", "S(0)", "cpu:[0,1,2]", "S(1)"},
+      {"cpu:[[0,1],[2,3]]", "S(0), S(1)", "cpu:[[0,1],[2,3]]", "B, B"},
+      {"cpu:[[0,1],[2,3]]", "P, S(1)", "cpu:[[0,1],[2,3]]", "B, S(1)"},
+      {"cpu:[[0,1],[2,3]]", "S(0), P", "cpu:[[0,1],[2,3]]", "S(1), S(0)"},
+  };
+  LowerOptions options;
+  options.boxing = BoxingStyle::kCollective;
+  std::mt19937 rng(11);
+  std::uniform_int_distribution<int> digit(-9, 9);
+  for (const Transition& c : transitions) {
+    SCOPED_TRACE(c.src_placement + " (" + c.src_sbp + ") -> " + c.dst_placement + " (" + c.dst_sbp + ")");
+    const std::string text = "x = input(shape=[7,5]) placement=" + c.src_placement + " sbp=[" + c.src_sbp +
+                             "]\ny = relu(x) placement=" + c.dst_placement + " in_sbp=[[" + c.dst_sbp +
+                             "]]\noutput(y)\n";
+    absl::StatusOr<PlanProto> plan = LowerText(text, options);
+    ASSERT_TRUE(plan.ok()) << plan.status();
+    EXPECT_GT(CountTasks(*plan, TaskProto::COLLECTIVE), 0);
+    Array global{{7, 5}, std::vector<double>(35)};
+    for (double& v : global.data) v = digit(rng);
+    absl::StatusOr<Placement> source = Placement::Parse(c.src_placement);
+    absl::StatusOr<NdSbp> source_sbp = NdSbp::Parse(c.src_sbp);
+    absl::StatusOr<Placement> destination = Placement::Parse(c.dst_placement);
+    absl::StatusOr<NdSbp> destination_sbp = NdSbp::Parse(c.dst_sbp);
+    ASSERT_TRUE(source.ok() && source_sbp.ok() && destination.ok() && destination_sbp.ok());
+    absl::StatusOr<std::vector<Tensor>> expected =
+        ShardTensor(Tensor::FromVector(Shape({7, 5}), global.data), *destination_sbp, destination->hierarchy());
+    ASSERT_TRUE(expected.ok()) << expected.status();
+    const std::map<int64_t, Array> value = Execute(*plan, global, *source, *source_sbp);
+    int checked = 0;
+    for (const TaskProto* relu : TasksOfType(*plan, TaskProto::COMPUTE)) {
+      const Tensor& want = (*expected)[destination->IndexOf(Rank(relu->rank()))];
+      const Array& have = value.at(relu->inputs(0).register_id());
+      ASSERT_EQ(have.dims, want.shape().dims()) << relu->name();
+      const std::vector<double> want_values = want.ToVector<double>();
+      for (size_t k = 0; k < want_values.size(); ++k) {
+        EXPECT_NEAR(have.data[k], want_values[k], 1e-9) << relu->name() << " element " << k;
+      }
+      ++checked;
+    }
+    EXPECT_EQ(checked, destination->num_devices());
   }
 }
 

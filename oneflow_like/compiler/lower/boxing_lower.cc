@@ -1,5 +1,7 @@
 // Boxing lowering: one BoxingPlan (SSA steps on devices) -> TRANSFER, BOXING_* and COLLECTIVE
 // tasks, one register per plan value (rules in lower.h).
+#include <algorithm>
+
 #include "absl/strings/str_cat.h"
 #include "oneflow_like/compiler/lower/lowering.h"
 
@@ -11,6 +13,18 @@ namespace {
 RegionProto ToProto(const Region& region) {
   return MakeRegion(std::vector<int64_t>(region.begin.begin(), region.begin.end()),
                     std::vector<int64_t>(region.end.begin(), region.end.end()));
+}
+
+// The smallest box holding every region of `regions` (all of the same rank, at least one).
+Region BoundingBox(const std::vector<Region>& regions) {
+  Region box = regions.front();
+  for (const Region& r : regions) {
+    for (int a = 0; a < box.num_axes(); ++a) {
+      box.begin[a] = std::min(box.begin[a], r.begin[a]);
+      box.end[a] = std::max(box.end[a], r.end[a]);
+    }
+  }
+  return box;
 }
 
 }  // namespace
@@ -58,10 +72,28 @@ absl::StatusOr<Value> Lowerer::EmitBoxing(TensorId tensor, const Value& src, con
     }
     if (step.kind == StepKind::kCollective) {
       if (step.inputs.size() != step.group.size()) return bug(k, "has one input per group member missing");
+      if (step.output < 0 || step.output + step.group.size() > plan.values.size()) {
+        return bug(k, "defines outputs past the plan's values");
+      }
       CollectiveParams params;
       params.set_kind(static_cast<CollectiveParams::Kind>(step.collective));
       for (Rank r : step.group) params.add_ranks(r.value());
       params.set_global_order(next_collective_order_++);
+      // The geometry a backend needs (docs/plan_format.md): logical boxes of every member's
+      // input and output, and the group's box (their bounding box: for a 1-D placement the whole
+      // tensor, on a mesh the box shared by the devices along the collective's axis).
+      for (int64_t d : t.desc->shape.dims()) params.add_logical_dims(d);
+      std::vector<Region> all_regions;
+      for (size_t m = 0; m < step.group.size(); ++m) {
+        const Region& in = plan.values[step.inputs[m]].region;
+        const Region& out = plan.values[step.output + static_cast<int32_t>(m)].region;
+        *params.add_input_regions() = ToProto(in);
+        *params.add_output_regions() = ToProto(out);
+        all_regions.push_back(in);
+        all_regions.push_back(out);
+      }
+      if (all_regions.empty()) return bug(k, "has an empty group");
+      *params.mutable_group_region() = ToProto(BoundingBox(all_regions));
       for (size_t m = 0; m < step.group.size(); ++m) {
         const int32_t output = step.output + static_cast<int32_t>(m);
         const BoxingValue& out = plan.values[output];

@@ -86,6 +86,29 @@ absl::Status Lowerer::EmitOp(OpId op_id) {
     ASSIGN_OR_RETURN(const Value* v, GetValue(op.inputs[i], placement, signature.inputs[i], step_rate));
     inputs.push_back(v);
   }
+  // An op without inputs (fill, e.g. the loss gradient seed; random_*) must still fire once
+  // per piece: each of its tasks consumes, without reading it (a control input), a piece-rate
+  // source value on its rank: an input's own register, else a variable's REPEAT.
+  std::vector<int64_t> pacing(placement.num_devices(), -1);
+  for (int64_t d = 0; d < placement.num_devices() && op.inputs.empty(); ++d) {
+    for (bool want_input : {true, false}) {
+      for (const TensorNode& t : graph_.tensors()) {
+        if (pacing[d] >= 0 || !t.is_source() || t.is_variable == want_input) continue;
+        const Value& native = native_[t.id.value()];
+        const std::vector<Rank>& ranks = native.placement.ranks();
+        const auto at = std::find(ranks.begin(), ranks.end(), placement.ranks()[d]);
+        if (at == ranks.end()) continue;
+        ASSIGN_OR_RETURN(const Value* paced, GetValue(t.id, native.placement, native.nd_sbp, /*step_rate=*/false));
+        pacing[d] = paced->registers[at - ranks.begin()];
+      }
+    }
+    if (pacing[d] < 0) {
+      return absl::InvalidArgumentError(absl::StrCat("op '", op.name, "' (", op.type, ") has no inputs and rank ",
+                                                     placement.ranks()[d].value(),
+                                                     " holds no input or variable to pace its firings (hint: place "
+                                                     "it on ranks that hold an input or a variable)"));
+    }
+  }
   std::vector<Value> outputs(op.outputs.size());
   for (size_t j = 0; j < op.outputs.size(); ++j) {
     outputs[j] = Value{placement, signature.outputs[j], step_rate, op.stage, position, {}};
@@ -108,6 +131,7 @@ absl::Status Lowerer::EmitOp(OpId op_id) {
     }
     const int64_t task = builder_.AddTask(std::move(info));
     for (const Value* v : inputs) builder_.AddInput(task, v->registers[d]);
+    if (pacing[d] >= 0) builder_.AddControlInput(task, pacing[d]);
     for (size_t j = 0; j < op.outputs.size(); ++j) {
       const TensorNode& out = graph_.tensor(op.outputs[j]);
       outputs[j].registers.push_back(builder_.AddRegister(

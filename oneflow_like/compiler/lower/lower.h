@@ -31,7 +31,9 @@
 //   kZeros -> BOXING_CONCAT with no payload inputs (all zeros), paced by a control input: the
 //   rank's own source shard when it holds one; kAdd -> BOXING_ADD; kCollective -> one
 //   COLLECTIVE task per member rank, global_order from one plan-wide counter in creation order
-//   (identical on every member). A (transfer) step never moves part of a value: the planner
+//   (identical on every member), with CollectiveParams' geometry: logical_dims, member k's
+//   input / output region = the logical box of the value it reads / defines, group_region =
+//   their bounding box (docs/plan_format.md). A (transfer) step never moves part of a value: the planner
 //   slices on the sender first.
 //
 // Streams (registers.cc): COMPUTE, BOXING_*, SOURCE, SINK, REPEAT, ACCUMULATE on stream 0

@@ -42,6 +42,41 @@ TEST(LowerTest, DataParallelMlpTaskCountsPerRank) {
   }
 }
 
+// Regression: an op without inputs (fill; the autograd pass's loss gradient seed is one) had
+// no consumed register, so the runtime rejected it (only SOURCE tasks fire without inputs).
+// Each of its tasks is now paced, once per piece, by a control input: an input's register on
+// its rank, else a variable's REPEAT there; a rank with neither is the user's error.
+TEST(LowerTest, OpsWithoutInputsArePacedPerPieceByASourceOnTheirRank) {
+  const std::string text =
+      "config(name=\"fill\", micro_batches=2)\n"
+      "x = input(shape=[4]) placement=cpu:[0,1] sbp=[S(0)]\n"
+      "w = variable(shape=[2], init=ones) placement=cpu:[2] sbp=[B]\n"
+      "c = fill(shape=[4], value=2.0) placement=cpu:[0,1] out_sbp=[[S(0)]]\n"
+      "y = add(x, c)\n"
+      "d = fill(shape=[2], value=3.0) placement=cpu:[2] out_sbp=[[B]]\n"
+      "z = add(w, d)\n"
+      "output(y, z)\n";
+  absl::StatusOr<PlanProto> plan = LowerText(text);
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  for (int r : {0, 1}) {
+    const TaskProto& fill = FindTask(*plan, "c@r" + std::to_string(r));
+    EXPECT_EQ(fill.inputs_size(), 0);
+    ASSERT_EQ(fill.consumed_register_ids_size(), 1);
+    EXPECT_EQ(fill.consumed_register_ids(0), FindRegisterByName(*plan, "x@r" + std::to_string(r)).id());
+  }
+  // Rank 2 holds only the variable (step rate): the fill is paced by its REPEAT (piece rate).
+  const TaskProto& fill = FindTask(*plan, "d@r2");
+  ASSERT_EQ(fill.consumed_register_ids_size(), 1);
+  EXPECT_EQ(fill.consumed_register_ids(0), FindRegisterByName(*plan, "w.repeated@r2").id());
+
+  absl::StatusOr<PlanProto> orphan = LowerText(
+      "x = input(shape=[4]) placement=cpu:[0]\n"
+      "c = fill(shape=[4]) placement=cpu:[1]\n"
+      "output(x, c)\n");
+  ExpectError(orphan.status(), absl::StatusCode::kInvalidArgument,
+              {"op 'c' (fill) has no inputs", "rank 1 holds no input or variable"});
+}
+
 TEST(LowerTest, ComputeParamsCarryAttrsAndShards) {
   const PlanProto plan = LowerTextOrDie(MlpText(1), {}, AddMlpUpdates);
   const TaskProto& h1 = FindTask(plan, "h@r1");

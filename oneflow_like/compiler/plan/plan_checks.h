@@ -28,6 +28,9 @@ absl::Status CheckMemoryLayout(const PlanIndex& index, const PlanVerifierOptions
 absl::Status CheckStreamOrder(const PlanIndex& index);
 // 6. Collective order per communicator group (plan_verifier_streams.cc).
 absl::Status CheckCollectiveOrder(const PlanIndex& index);
+// 6b. Collective geometry: regions per member, slot shapes, kind rules, members agree
+// (plan_verifier_collectives.cc).
+absl::Status CheckCollectiveGeometry(const PlanIndex& index);
 // 8. Byte sharing in reusable blocks against lifetimes (plan_verifier_memory.cc).
 absl::Status CheckMemoryReuse(const PlanIndex& index, const PlanSimulation& simulation,
                               int64_t steps);

@@ -2,7 +2,9 @@
 
 #include <cctype>
 
+#include "absl/container/flat_hash_set.h"
 #include "absl/status/status.h"
+#include "absl/strings/string_view.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 
@@ -23,6 +25,21 @@ absl::StatusOr<PlanIndex> PlanIndex::Build(const PlanProto& plan) {
     return Error(absl::StrCat("the plan lists ", plan.ranks_size(), " ranks but has ",
                               plan.rank_plans_size(), " rank plans; they must match one to one"));
   }
+  int64_t total_tasks = 0;
+  int64_t total_registers = 0;
+  for (const RankPlanProto& rank_plan : plan.rank_plans()) {
+    total_tasks += rank_plan.tasks_size();
+    total_registers += rank_plan.registers_size();
+  }
+  // Dense tables cover ids [0, 2 * count + 16): every id when ids are assigned 0, 1, 2, ...
+  index.tasks_.reserve(total_tasks);
+  index.holder_.reserve(total_tasks);
+  index.dense_task_index_.assign(2 * total_tasks + 16, -1);
+  index.dense_producing_.assign(2 * total_registers + 16, -1);
+  auto dense = [](const std::vector<int64_t>& table, int64_t id) {
+    return id >= 0 && id < static_cast<int64_t>(table.size());
+  };
+  absl::flat_hash_set<absl::string_view> variables;  // of the current rank
   for (int i = 0; i < plan.rank_plans_size(); ++i) {
     const RankPlanProto& rank_plan = plan.rank_plans(i);
     const int32_t rank = rank_plan.rank();
@@ -39,38 +56,57 @@ absl::StatusOr<PlanIndex> PlanIndex::Build(const PlanProto& plan) {
           absl::StrCat("rank ", rank, " is outside the world of size ", plan.world_size()));
     }
     index.ranks_[rank] = &rank_plan;
+    variables.clear();
     for (const TensorBindingProto& binding : rank_plan.bindings()) {
-      if (binding.kind() == TensorBindingProto::VARIABLE) {
-        index.variable_names_[{rank, binding.tensor_name()}] = true;
-      }
+      if (binding.kind() == TensorBindingProto::VARIABLE) variables.insert(binding.tensor_name());
     }
     for (const TaskProto& task : rank_plan.tasks()) {
       if (task.rank() != rank) {
         return Error(absl::StrCat(TaskLabel(task), " is listed in the plan of rank ", rank));
       }
-      auto [it, inserted] = index.task_index_.emplace(task.id(), index.tasks_.size());
-      if (!inserted) {
+      const int64_t position = static_cast<int64_t>(index.tasks_.size());
+      int64_t previous = -1;
+      if (dense(index.dense_task_index_, task.id())) {
+        int64_t& slot = index.dense_task_index_[task.id()];
+        if (slot >= 0) previous = slot;
+        else slot = position;
+      } else {
+        auto [it, inserted] = index.task_index_.emplace(task.id(), position);
+        if (!inserted) previous = it->second;
+      }
+      if (previous >= 0) {
         return Error(absl::StrCat("task id ", task.id(), " is used twice: by ",
-                                  TaskLabel(*index.tasks_[it->second]), " and by ", TaskLabel(task),
+                                  TaskLabel(*index.tasks_[previous]), " and by ", TaskLabel(task),
                                   "; task ids must be unique in the plan"));
       }
       index.tasks_.push_back(&task);
+      index.holder_.push_back(task.type() == TaskProto::SOURCE && task.has_io() &&
+                              variables.contains(task.io().tensor_name()));
     }
     for (const RegisterProto& reg : rank_plan.registers()) {
-      auto [it, inserted] = index.entries_.emplace(std::make_pair(rank, reg.id()), &reg);
-      if (!inserted) {
+      const RegisterProto* same = index.FindEntry(rank, reg.id());
+      if (same != nullptr) {
         return Error(absl::StrCat("rank ", rank, " lists register id ", reg.id(), " twice ('",
-                                  it->second->name(), "' and '", reg.name(), "')"));
+                                  same->name(), "' and '", reg.name(), "')"));
       }
-      if (reg.has_remote()) continue;
-      auto [producing, fresh] = index.producing_.emplace(reg.id(), &reg);
-      if (!fresh) {
+      if (reg.has_remote()) {
+        index.entries_.emplace(std::make_pair(rank, reg.id()), &reg);
+        continue;
+      }
+      const int64_t existing = index.ProducingIndex(reg.id());
+      if (existing >= 0) {
+        const RegisterProto* other = index.registers_[existing].second;
         return Error(absl::StrCat("register id ", reg.id(), " is produced on two ranks ('",
-                                  producing->second->name(), "' on rank ",
-                                  producing->second->producer().rank(), " and '", reg.name(),
-                                  "' on rank ", rank,
+                                  other->name(), "' on rank ", other->producer().rank(), " and '",
+                                  reg.name(), "' on rank ", rank,
                                   "); register ids must be unique in the plan, only mirrors "
                                   "(with `remote`) may repeat an id"));
+      }
+      const int64_t position = static_cast<int64_t>(index.registers_.size());
+      if (dense(index.dense_producing_, reg.id())) {
+        index.dense_producing_[reg.id()] = position;
+      } else {
+        index.producing_.emplace(reg.id(), position);
       }
       index.registers_.emplace_back(rank, &reg);
     }
@@ -79,6 +115,9 @@ absl::StatusOr<PlanIndex> PlanIndex::Build(const PlanProto& plan) {
 }
 
 int64_t PlanIndex::TaskIndex(int64_t task_id) const {
+  if (task_id >= 0 && task_id < static_cast<int64_t>(dense_task_index_.size())) {
+    return dense_task_index_[task_id];
+  }
   auto it = task_index_.find(task_id);
   return it == task_index_.end() ? -1 : it->second;
 }
@@ -88,12 +127,21 @@ const TaskProto* PlanIndex::FindTask(int64_t task_id) const {
   return index < 0 ? nullptr : tasks_[index];
 }
 
-const RegisterProto* PlanIndex::FindRegister(int64_t id) const {
+int64_t PlanIndex::ProducingIndex(int64_t id) const {
+  if (id >= 0 && id < static_cast<int64_t>(dense_producing_.size())) return dense_producing_[id];
   auto it = producing_.find(id);
-  return it == producing_.end() ? nullptr : it->second;
+  return it == producing_.end() ? -1 : it->second;
+}
+
+const RegisterProto* PlanIndex::FindRegister(int64_t id) const {
+  const int64_t index = ProducingIndex(id);
+  return index < 0 ? nullptr : registers_[index].second;
 }
 
 const RegisterProto* PlanIndex::FindEntry(int32_t rank, int64_t id) const {
+  const int64_t index = ProducingIndex(id);
+  if (index >= 0 && registers_[index].first == rank) return registers_[index].second;
+  if (entries_.empty()) return nullptr;
   auto it = entries_.find(std::make_pair(rank, id));
   return it == entries_.end() ? nullptr : it->second;
 }
@@ -104,8 +152,18 @@ const RankPlanProto* PlanIndex::FindRank(int32_t rank) const {
 }
 
 bool PlanIndex::IsVariableHolder(const TaskProto& task) const {
-  return task.type() == TaskProto::SOURCE && task.has_io() &&
-         variable_names_.contains(std::make_pair(task.rank(), task.io().tensor_name()));
+  if (task.type() != TaskProto::SOURCE || !task.has_io()) return false;
+  const int64_t index = TaskIndex(task.id());
+  if (index >= 0 && tasks_[index] == &task) return holder_[index];
+  const RankPlanProto* rank_plan = FindRank(task.rank());  // a task from outside the plan
+  if (rank_plan == nullptr) return false;
+  for (const TensorBindingProto& binding : rank_plan->bindings()) {
+    if (binding.kind() == TensorBindingProto::VARIABLE &&
+        binding.tensor_name() == task.io().tensor_name()) {
+      return true;
+    }
+  }
+  return false;
 }
 
 std::string PlanIndex::TaskLabel(const TaskProto& task) {

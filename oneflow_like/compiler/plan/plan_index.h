@@ -46,6 +46,8 @@ class PlanIndex {
   const std::vector<std::pair<int32_t, const RegisterProto*>>& producing_registers() const {
     return registers_;
   }
+  // The position of register `id`'s producing entry in producing_registers(), -1 if none.
+  int64_t ProducingIndex(int64_t id) const;
   // True for a SOURCE task bound to a VARIABLE on its rank (the variable holder).
   bool IsVariableHolder(const TaskProto& task) const;
 
@@ -55,14 +57,20 @@ class PlanIndex {
   static std::string RegisterLabel(int32_t rank, const RegisterProto& reg);
 
  private:
+  // Ids are looked up in dense tables indexed by id when the ids are small and non-negative (as
+  // the lowering assigns them: 0, 1, 2, ...), else in hash maps; both give the same answers.
   const PlanProto* plan_ = nullptr;
   std::vector<const TaskProto*> tasks_;
-  absl::flat_hash_map<int64_t, int64_t> task_index_;
+  std::vector<bool> holder_;  // by task index: IsVariableHolder
+  std::vector<int64_t> dense_task_index_;               // by task id, -1: none
+  absl::flat_hash_map<int64_t, int64_t> task_index_;    // ids outside the dense table
   std::vector<std::pair<int32_t, const RegisterProto*>> registers_;
-  absl::flat_hash_map<int64_t, const RegisterProto*> producing_;
+  std::vector<int64_t> dense_producing_;                // by register id: index into registers_
+  absl::flat_hash_map<int64_t, int64_t> producing_;     // ids outside the dense table
+
+  // Every entry that is not the producing entry found through the tables above: mirrors.
   absl::flat_hash_map<std::pair<int32_t, int64_t>, const RegisterProto*> entries_;
   absl::flat_hash_map<int32_t, const RankPlanProto*> ranks_;
-  absl::flat_hash_map<std::pair<int32_t, std::string>, bool> variable_names_;
 };
 
 // Size in bytes of one element of `dtype`; 0 for DT_INVALID or an unknown value.

@@ -117,14 +117,13 @@ class Simulator {
 };
 
 void Simulator::Build() {
-  absl::flat_hash_map<int64_t, int64_t> reg_of_id;
+  regs_.reserve(index_.producing_registers().size());
   for (const auto& [rank, proto] : index_.producing_registers()) {
     Register reg;
     reg.rank = rank;
     reg.proto = proto;
     reg.count = std::max(1, proto->count());
     reg.producer = index_.TaskIndex(proto->producer().task_id());
-    reg_of_id[proto->id()] = static_cast<int64_t>(regs_.size());
     regs_.push_back(std::move(reg));
   }
   tasks_.resize(index_.num_tasks());
@@ -142,8 +141,8 @@ void Simulator::Build() {
     const TaskProto& proto = index_.task(t);
     Task& task = tasks_[t];
     for (int64_t id : proto.produced_register_ids()) {
-      auto it = reg_of_id.find(id);
-      if (it != reg_of_id.end()) task.out_registers.push_back(it->second);
+      const int64_t r = index_.ProducingIndex(id);  // regs_ follows producing_registers()
+      if (r >= 0) task.out_registers.push_back(r);
     }
     if (proto.type() == TaskProto::SOURCE) {
       const bool holder = index_.IsVariableHolder(proto);
@@ -322,6 +321,8 @@ std::string Simulator::Describe(int64_t t) const {
 
 PlanSimulation Simulator::Finish(int max_reported_tasks) const {
   PlanSimulation result;
+  result.emitted.reserve(tasks_.size());
+  result.read.reserve(tasks_.size());
   bool sources_unfinished = false;
   bool half_way = false;
   std::vector<int64_t> blocked;  // tasks that want to fire but cannot, in plan order

@@ -81,7 +81,32 @@ int64_t TestPlanBuilder::AddCollective(int32_t rank, const std::string& name,
   params->set_kind(kind);
   for (int32_t member : group) params->add_ranks(member);
   params->set_global_order(global_order);
+  const Box whole{{0, 0}, {2, 2}};
+  SetCollectiveGeometry(id, {2, 2}, whole, std::vector<Box>(group.size(), whole),
+                        std::vector<Box>(group.size(), whole));
   return id;
+}
+
+namespace {
+RegionProto ToRegion(const TestPlanBuilder::Box& box) {
+  RegionProto region;
+  for (int64_t b : box.first) region.add_begin(b);
+  for (int64_t e : box.second) region.add_end(e);
+  return region;
+}
+}  // namespace
+
+void TestPlanBuilder::SetCollectiveGeometry(int64_t task_id, std::vector<int64_t> logical_dims,
+                                            Box group_region, std::vector<Box> input_regions,
+                                            std::vector<Box> output_regions) {
+  CollectiveParams* params = task(task_id)->mutable_collective();
+  params->clear_logical_dims();
+  for (int64_t d : logical_dims) params->add_logical_dims(d);
+  *params->mutable_group_region() = ToRegion(group_region);
+  params->clear_input_regions();
+  for (const Box& box : input_regions) *params->add_input_regions() = ToRegion(box);
+  params->clear_output_regions();
+  for (const Box& box : output_regions) *params->add_output_regions() = ToRegion(box);
 }
 
 int64_t TestPlanBuilder::AddRegister(int64_t producer_task, const std::string& name, int32_t count,
@@ -161,10 +186,10 @@ int64_t TestPlanBuilder::AddTransfer(int64_t register_id, int32_t to_rank,
 }
 
 std::pair<int64_t, int64_t> TestPlanBuilder::AddInput(int32_t rank, const std::string& tensor,
-                                                      int32_t count) {
+                                                      int32_t count, TensorDescProto slot) {
   const int64_t source = AddTask(rank, TaskProto::SOURCE, tensor + ".source");
   task(source)->mutable_io()->set_tensor_name(tensor);
-  const int64_t reg = AddRegister(source, tensor, count);
+  const int64_t reg = AddRegister(source, tensor, count, {std::move(slot)});
   TensorBindingProto* binding = Rank(rank)->add_bindings();
   binding->set_tensor_name(tensor);
   binding->set_kind(TensorBindingProto::INPUT);

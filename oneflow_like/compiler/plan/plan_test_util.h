@@ -43,10 +43,16 @@ class TestPlanBuilder {
   int64_t AddTask(int32_t rank, TaskProto::Type type, const std::string& name, int32_t stream = 0);
   // ACCUMULATE or REPEAT with CountParams.count = `count`.
   int64_t AddCountTask(int32_t rank, TaskProto::Type type, const std::string& name, int64_t count);
-  // COLLECTIVE on stream 1 with the given group and global order.
+  // COLLECTIVE on stream 1 with the given group and global order. Its geometry is that of an
+  // all-reduce of the default float32[2,2] slot (logical_dims [2,2], every region [0:2,0:2]);
+  // SetCollectiveGeometry changes it.
   int64_t AddCollective(int32_t rank, const std::string& name, std::vector<int32_t> group,
                         int64_t global_order,
                         CollectiveParams::Kind kind = CollectiveParams::ALL_REDUCE);
+  // Replaces the geometry of COLLECTIVE `task`: regions as {begin, end} pairs, one per member.
+  using Box = std::pair<std::vector<int64_t>, std::vector<int64_t>>;
+  void SetCollectiveGeometry(int64_t task, std::vector<int64_t> logical_dims, Box group_region,
+                             std::vector<Box> input_regions, std::vector<Box> output_regions);
 
   // A register produced by `producer_task` (on its rank), one output slot ref per slot.
   // Empty `slots` = a control register without memory.
@@ -58,8 +64,9 @@ class TestPlanBuilder {
   // A TRANSFER task on `to_rank` (stream 1) pulling `register_id` through a new mirror.
   int64_t AddTransfer(int64_t register_id, int32_t to_rank, const std::string& name);
 
-  // SOURCE + register + INPUT binding. Returns {task id, register id}.
-  std::pair<int64_t, int64_t> AddInput(int32_t rank, const std::string& tensor, int32_t count = 1);
+  // SOURCE + register (one slot, `slot`) + INPUT binding. Returns {task id, register id}.
+  std::pair<int64_t, int64_t> AddInput(int32_t rank, const std::string& tensor, int32_t count = 1,
+                                       TensorDescProto slot = F32({2, 2}));
   // The variable holder: SOURCE + persistent register (count 1) + VARIABLE binding.
   std::pair<int64_t, int64_t> AddVariable(int32_t rank, const std::string& tensor);
   // SINK consuming `register_id` + OUTPUT binding. Returns the task id.

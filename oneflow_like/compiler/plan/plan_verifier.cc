@@ -1,6 +1,7 @@
 #include "oneflow_like/compiler/plan/plan_verifier.h"
 
 #include <algorithm>
+#include <vector>
 
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
@@ -20,6 +21,29 @@ bool HasRef(const google::protobuf::RepeatedPtrField<TaskRefProto>& refs, int64_
   });
 }
 
+// A set of ids for duplicate checks: a linear scan for the short lists of one task or register
+// (no allocation per task), hashed once a list grows long.
+class SeenIds {
+ public:
+  bool Insert(int64_t id) {
+    if (set_.empty() && ids_.size() < 32) {
+      if (std::find(ids_.begin(), ids_.end(), id) != ids_.end()) return false;
+      ids_.push_back(id);
+      return true;
+    }
+    if (set_.empty()) set_.insert(ids_.begin(), ids_.end());
+    return set_.insert(id).second;
+  }
+  void clear() {
+    ids_.clear();
+    set_.clear();
+  }
+
+ private:
+  std::vector<int64_t> ids_;
+  absl::flat_hash_set<int64_t> set_;
+};
+
 bool HasId(const google::protobuf::RepeatedField<int64_t>& ids, int64_t id) {
   return std::find(ids.begin(), ids.end(), id) != ids.end();
 }
@@ -30,17 +54,17 @@ bool SameDesc(const TensorDescProto& a, const TensorDescProto& b) {
 }
 
 absl::Status CheckMirror(const PlanIndex& index, int32_t rank, const RegisterProto& mirror) {
-  const std::string label = PlanIndex::RegisterLabel(rank, mirror);
+  auto label = [&] { return PlanIndex::RegisterLabel(rank, mirror); };  // built only for errors
   const int32_t source_rank = mirror.remote().rank();
-  if (source_rank == rank) return PlanError(label + " names its own rank as the remote producer");
+  if (source_rank == rank) return PlanError(label() + " names its own rank as the remote producer");
   const RegisterProto* source = index.FindEntry(source_rank, mirror.id());
   if (source == nullptr || source->has_remote()) {
-    return PlanError(absl::StrCat(label, " mirrors a register of rank ", source_rank, ", but rank ",
+    return PlanError(absl::StrCat(label(), " mirrors a register of rank ", source_rank, ", but rank ",
                                   source_rank, " produces no register ", mirror.id()));
   }
   if (mirror.producer().task_id() != source->producer().task_id() ||
       mirror.producer().rank() != source->producer().rank()) {
-    return PlanError(absl::StrCat(label, " names producer task ", mirror.producer().task_id(),
+    return PlanError(absl::StrCat(label(), " names producer task ", mirror.producer().task_id(),
                                   " on rank ", mirror.producer().rank(),
                                   ", but the register on rank ", source_rank,
                                   " is produced by task ", source->producer().task_id(),
@@ -52,7 +76,7 @@ absl::Status CheckMirror(const PlanIndex& index, int32_t rank, const RegisterPro
       continue;
     }
     return PlanError(absl::StrCat(
-        label, " does not match the producer's register on rank ", source_rank, ": slot ", s,
+        label(), " does not match the producer's register on rank ", source_rank, ": slot ", s,
         " is ", s < mirror.slots_size() ? SlotText(mirror.slots(s)) : "missing", " here but ",
         s < source->slots_size() ? SlotText(source->slots(s)) : "missing", " on rank ", source_rank,
         "; both ends of a transfer must agree in dtype and shape"));
@@ -62,12 +86,12 @@ absl::Status CheckMirror(const PlanIndex& index, int32_t rank, const RegisterPro
     if (consumer.rank() != rank || task == nullptr || task->rank() != rank ||
         task->type() != TaskProto::TRANSFER) {
       return PlanError(absl::StrCat(
-          label, " lists consumer task ", consumer.task_id(), " on rank ", consumer.rank(),
+          label(), " lists consumer task ", consumer.task_id(), " on rank ", consumer.rank(),
           ", but a mirror's consumers must be TRANSFER tasks of rank ", rank));
     }
     if (!HasRef(source->consumers(), consumer.task_id(), rank)) {
       return PlanError(absl::StrCat(
-          PlanIndex::TaskLabel(*task), " consumes ", label, ", but the producing ",
+          PlanIndex::TaskLabel(*task), " consumes ", label(), ", but the producing ",
           PlanIndex::RegisterLabel(source_rank, *source), " does not list it as a consumer"));
     }
   }
@@ -76,45 +100,45 @@ absl::Status CheckMirror(const PlanIndex& index, int32_t rank, const RegisterPro
 
 absl::Status CheckProducingRegister(const PlanIndex& index, int32_t rank,
                                     const RegisterProto& reg) {
-  const std::string label = PlanIndex::RegisterLabel(rank, reg);
-  if (reg.count() < 1) return PlanError(absl::StrCat(label, " has count ", reg.count(), " < 1"));
+  auto label = [&] { return PlanIndex::RegisterLabel(rank, reg); };  // built only for errors
+  if (reg.count() < 1) return PlanError(absl::StrCat(label(), " has count ", reg.count(), " < 1"));
   const TaskProto* producer = index.FindTask(reg.producer().task_id());
   if (reg.producer().rank() != rank || producer == nullptr || producer->rank() != rank) {
-    return PlanError(absl::StrCat(label, " names producer task ", reg.producer().task_id(),
+    return PlanError(absl::StrCat(label(), " names producer task ", reg.producer().task_id(),
                                   " on rank ", reg.producer().rank(),
                                   producer == nullptr ? ", which does not exist" : "",
                                   "; a local register's producer must be a task of rank ", rank));
   }
   if (!HasId(producer->produced_register_ids(), reg.id())) {
-    return PlanError(absl::StrCat(label, " names producer ", PlanIndex::TaskLabel(*producer),
+    return PlanError(absl::StrCat(label(), " names producer ", PlanIndex::TaskLabel(*producer),
                                   ", which does not list it in produced_register_ids"));
   }
   if (reg.slots_size() > 0 && !reg.has_memory()) {
     return PlanError(
-        absl::StrCat(label, " has ", reg.slots_size(), " slot(s) but no memory location"));
+        absl::StrCat(label(), " has ", reg.slots_size(), " slot(s) but no memory location"));
   }
   for (int s = 0; s < reg.slots_size(); ++s) {
     const TensorDescProto& slot = reg.slots(s);
     const bool bad_dims =
         std::any_of(slot.dims().begin(), slot.dims().end(), [](int64_t d) { return d < 0; });
     if (DataTypeBytes(slot.dtype()) == 0 || bad_dims) {
-      return PlanError(absl::StrCat(label, " slot ", s, " has an invalid desc ", SlotText(slot)));
+      return PlanError(absl::StrCat(label(), " slot ", s, " has an invalid desc ", SlotText(slot)));
     }
   }
-  absl::flat_hash_set<int64_t> seen;
+  SeenIds seen;
   for (const TaskRefProto& consumer : reg.consumers()) {
-    if (!seen.insert(consumer.task_id()).second) {
-      return PlanError(absl::StrCat(label, " lists consumer task ", consumer.task_id(), " twice"));
+    if (!seen.Insert(consumer.task_id())) {
+      return PlanError(absl::StrCat(label(), " lists consumer task ", consumer.task_id(), " twice"));
     }
     const TaskProto* task = index.FindTask(consumer.task_id());
     if (task == nullptr || task->rank() != consumer.rank()) {
       return PlanError(absl::StrCat(
-          label, " lists consumer task ", consumer.task_id(), " on rank ", consumer.rank(),
+          label(), " lists consumer task ", consumer.task_id(), " on rank ", consumer.rank(),
           task == nullptr ? ", which does not exist"
                           : absl::StrCat(", but that task is on rank ", task->rank())));
     }
     if (!HasId(task->consumed_register_ids(), reg.id())) {
-      return PlanError(absl::StrCat(label, " lists consumer ", PlanIndex::TaskLabel(*task),
+      return PlanError(absl::StrCat(label(), " lists consumer ", PlanIndex::TaskLabel(*task),
                                     ", which does not consume it"));
     }
     if (consumer.rank() == rank) continue;
@@ -122,7 +146,7 @@ absl::Status CheckProducingRegister(const PlanIndex& index, int32_t rank,
     if (mirror == nullptr || !mirror->has_remote() || mirror->remote().rank() != rank ||
         !HasRef(mirror->consumers(), task->id(), task->rank())) {
       return PlanError(absl::StrCat(
-          label, " is consumed by ", PlanIndex::TaskLabel(*task), " on another rank, but rank ",
+          label(), " is consumed by ", PlanIndex::TaskLabel(*task), " on another rank, but rank ",
           consumer.rank(), " has no mirror of it (remote rank ", rank, ") listing that task"));
     }
   }
@@ -153,10 +177,10 @@ absl::Status CheckSlotRefs(const PlanIndex& index, const TaskProto& task,
 }
 
 absl::Status CheckTaskParams(const PlanIndex& index, const TaskProto& task) {
-  const std::string label = PlanIndex::TaskLabel(task);
+  auto label = [&] { return PlanIndex::TaskLabel(task); };  // built only for errors
   switch (task.type()) {
     case TaskProto::TRANSFER: {
-      if (!task.has_transfer()) return PlanError(label + " has no TransferParams");
+      if (!task.has_transfer()) return PlanError(label() + " has no TransferParams");
       const int32_t peer = task.transfer().peer_rank();
       const RegisterProto* input = task.consumed_register_ids_size() == 1
                                        ? index.FindEntry(task.rank(), task.consumed_register_ids(0))
@@ -164,7 +188,7 @@ absl::Status CheckTaskParams(const PlanIndex& index, const TaskProto& task) {
       if (input == nullptr || !input->has_remote() || input->remote().rank() != peer ||
           peer == task.rank()) {
         return PlanError(
-            absl::StrCat(label,
+            absl::StrCat(label(),
                          " must consume exactly one mirror register whose "
                          "producer is on its peer_rank ",
                          peer, "; it consumes ", task.consumed_register_ids_size(), " register(s)",
@@ -177,24 +201,24 @@ absl::Status CheckTaskParams(const PlanIndex& index, const TaskProto& task) {
     case TaskProto::ACCUMULATE:
     case TaskProto::REPEAT:
       if (!task.has_count() || task.count().count() < 1) {
-        return PlanError(absl::StrCat(label, " needs CountParams with count >= 1, got ",
+        return PlanError(absl::StrCat(label(), " needs CountParams with count >= 1, got ",
                                       task.has_count() ? task.count().count() : 0));
       }
       return absl::OkStatus();
     case TaskProto::COLLECTIVE: {
-      if (!task.has_collective()) return PlanError(label + " has no CollectiveParams");
+      if (!task.has_collective()) return PlanError(label() + " has no CollectiveParams");
       const auto& ranks = task.collective().ranks();
       absl::flat_hash_set<int32_t> members(ranks.begin(), ranks.end());
       if (members.size() != static_cast<size_t>(ranks.size()) || !members.contains(task.rank())) {
-        return PlanError(label +
+        return PlanError(label() +
                          "'s communicator group must list distinct ranks including its own");
       }
       return absl::OkStatus();
     }
     case TaskProto::SOURCE:
-      if (!task.has_io()) return PlanError(label + " has no IoParams");
+      if (!task.has_io()) return PlanError(label() + " has no IoParams");
       if (task.consumed_register_ids_size() > 0 && !index.IsVariableHolder(task)) {
-        return PlanError(absl::StrCat(label, " consumes registers, but '", task.io().tensor_name(),
+        return PlanError(absl::StrCat(label(), " consumes registers, but '", task.io().tensor_name(),
                                       "' has no VARIABLE "
                                       "binding on rank ",
                                       task.rank(),
@@ -202,8 +226,8 @@ absl::Status CheckTaskParams(const PlanIndex& index, const TaskProto& task) {
       }
       return absl::OkStatus();
     case TaskProto::SINK:
-      if (!task.has_io()) return PlanError(label + " has no IoParams");
-      if (task.produced_register_ids_size() > 0) return PlanError(label + " produces registers");
+      if (!task.has_io()) return PlanError(label() + " has no IoParams");
+      if (task.produced_register_ids_size() > 0) return PlanError(label() + " produces registers");
       return absl::OkStatus();
     default:
       return absl::OkStatus();
@@ -227,25 +251,26 @@ absl::Status CheckRegisters(const PlanIndex& index) {
 }
 
 absl::Status CheckTasks(const PlanIndex& index) {
+  SeenIds seen;
   for (int64_t t = 0; t < index.num_tasks(); ++t) {
     const TaskProto& task = index.task(t);
-    const std::string label = PlanIndex::TaskLabel(task);
-    absl::flat_hash_set<int64_t> seen;
+    auto label = [&] { return PlanIndex::TaskLabel(task); };  // built only for errors
+    seen.clear();
     for (int64_t id : task.consumed_register_ids()) {
       const RegisterProto* entry = index.FindEntry(task.rank(), id);
-      if (!seen.insert(id).second)
-        return PlanError(absl::StrCat(label, " consumes register ", id, " twice"));
+      if (!seen.Insert(id))
+        return PlanError(absl::StrCat(label(), " consumes register ", id, " twice"));
       if (entry == nullptr) {
-        return PlanError(absl::StrCat(label, ": consumed register ", id, " does not exist on rank ",
+        return PlanError(absl::StrCat(label(), ": consumed register ", id, " does not exist on rank ",
                                       task.rank(), " (neither produced there nor mirrored)"));
       }
       if (!HasRef(entry->consumers(), task.id(), task.rank())) {
-        return PlanError(absl::StrCat(label, " consumes ",
+        return PlanError(absl::StrCat(label(), " consumes ",
                                       PlanIndex::RegisterLabel(task.rank(), *entry),
                                       ", which does not list it as a consumer"));
       }
       if (entry->has_remote() && task.type() != TaskProto::TRANSFER) {
-        return PlanError(absl::StrCat(label, " consumes ",
+        return PlanError(absl::StrCat(label(), " consumes ",
                                       PlanIndex::RegisterLabel(task.rank(), *entry),
                                       "; only TRANSFER tasks may consume a mirror"));
       }
@@ -253,11 +278,11 @@ absl::Status CheckTasks(const PlanIndex& index) {
     seen.clear();
     for (int64_t id : task.produced_register_ids()) {
       const RegisterProto* entry = index.FindEntry(task.rank(), id);
-      if (!seen.insert(id).second)
-        return PlanError(absl::StrCat(label, " produces register ", id, " twice"));
+      if (!seen.Insert(id))
+        return PlanError(absl::StrCat(label(), " produces register ", id, " twice"));
       if (entry == nullptr || entry->has_remote() || entry->producer().task_id() != task.id()) {
         return PlanError(absl::StrCat(
-            label, ": produced register ", id,
+            label(), ": produced register ", id,
             entry == nullptr ? absl::StrCat(" does not exist on rank ", task.rank())
             : entry->has_remote()
                 ? " is a mirror of another rank's register"
@@ -295,6 +320,7 @@ absl::Status VerifyPlan(const PlanProto& plan, const PlanVerifierOptions& option
   RETURN_IF_ERROR(CheckMemoryLayout(index, options));
   RETURN_IF_ERROR(CheckStreamOrder(index));
   RETURN_IF_ERROR(CheckCollectiveOrder(index));
+  RETURN_IF_ERROR(CheckCollectiveGeometry(index));
   if (options.steps < 1) return absl::OkStatus();
   ASSIGN_OR_RETURN(PlanSimulation simulation,
                    SimulatePlan(index, options.steps, options.max_reported_tasks));

@@ -27,6 +27,12 @@
 //   6. Collectives: for every communicator group (CollectiveParams.ranks), global_order strictly
 //      increases along each stream, and every member rank issues the same sequence of
 //      (global_order, kind); the first mismatch is reported.
+//      Then their geometry (CollectiveParams.logical_dims, group_region, input_regions,
+//      output_regions): one region per member on each side, boxes inside the group region
+//      inside the tensor, each member's input / output slot shaped like its regions; the
+//      regions fit the kind (ALL_REDUCE: all whole; ALL_GATHER: inputs tile the group region,
+//      outputs whole; REDUCE_SCATTER: the reverse; ALL_TO_ALL: both tile); and every member
+//      task of one collective (same global_order) carries the same kind, ranks and regions.
 //   7. Deadlock freedom (options.steps > 0): plan_simulator.h runs the abstract firing rules for
 //      that many steps of pieces_per_step pieces (collectives as cross-rank rendezvous); if
 //      it gets stuck, or leaves buffers unread or

@@ -5,7 +5,9 @@
 #include <tuple>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
 #include "absl/strings/str_join.h"
 #include "oneflow_like/compiler/plan/plan_checks.h"
 #include "oneflow_like/core/status.h"
@@ -21,6 +23,11 @@ StreamKey KeyOf(const TaskProto& task) {
   return {task.rank(), task.device().type(), task.device().index(), task.stream_id()};
 }
 
+bool SameStream(const TaskProto& a, const TaskProto& b) {
+  return a.rank() == b.rank() && a.stream_id() == b.stream_id() &&
+         a.device().index() == b.device().index() && a.device().type() == b.device().type();
+}
+
 std::string StreamText(const StreamKey& key) {
   return absl::StrCat("rank ", std::get<0>(key), " stream ", std::get<1>(key), ":",
                       std::get<2>(key), "/", std::get<3>(key));
@@ -28,9 +35,20 @@ std::string StreamText(const StreamKey& key) {
 
 // Tasks of every stream sorted by order_in_stream (ties keep plan order).
 std::map<StreamKey, std::vector<const TaskProto*>> Streams(const PlanIndex& index) {
-  std::map<StreamKey, std::vector<const TaskProto*>> streams;
+  // Grouped through a hash map on the key's fields (no string copies per task), then moved into
+  // the ordered map.
+  using FieldKey = std::tuple<int32_t, absl::string_view, int32_t, int32_t>;
+  absl::flat_hash_map<FieldKey, std::vector<const TaskProto*>> grouped;
   for (int64_t t = 0; t < index.num_tasks(); ++t) {
-    streams[KeyOf(index.task(t))].push_back(&index.task(t));
+    const TaskProto& task = index.task(t);
+    grouped[FieldKey{task.rank(), task.device().type(), task.device().index(), task.stream_id()}]
+        .push_back(&task);
+  }
+  std::map<StreamKey, std::vector<const TaskProto*>> streams;
+  for (auto& [key, tasks] : grouped) {
+    streams.emplace(StreamKey{std::get<0>(key), std::string(std::get<1>(key)), std::get<2>(key),
+                              std::get<3>(key)},
+                    std::move(tasks));
   }
   for (auto& [key, tasks] : streams) {
     std::stable_sort(tasks.begin(), tasks.end(), [](const TaskProto* a, const TaskProto* b) {
@@ -66,7 +84,7 @@ absl::Status CheckStreamOrder(const PlanIndex& index) {
     const TaskProto* producer = index.FindTask(reg->producer().task_id());
     for (const TaskRefProto& ref : reg->consumers()) {
       const TaskProto* consumer = index.FindTask(ref.task_id());
-      if (consumer == nullptr || KeyOf(*consumer) != KeyOf(*producer) ||
+      if (consumer == nullptr || !SameStream(*consumer, *producer) ||
           index.IsVariableHolder(*consumer) ||
           consumer->order_in_stream() > producer->order_in_stream()) {
         continue;

@@ -302,8 +302,8 @@ TEST(PlanVerifierTest, VariableHolderWithUpdateBackEdgePasses) {
   ExpectFails(TrainingLoop(4, 3), {"'grad.acc' (ACCUMULATE)"});
 }
 
-// Two ranks, each: x.source -> c0 (all-reduce) -> c1 (all-gather) -> sink, collectives on
-// stream 1 with the given global orders.
+// Two ranks, each: x.source -> c0 (all-reduce of float32[2,2]) -> c1 (all-gather of the two
+// [2,2] blocks into float32[4,2]) -> sink, collectives on stream 1 with the given global orders.
 PlanProto Collectives(std::vector<int64_t> rank0_orders, std::vector<int64_t> rank1_orders,
                       CollectiveParams::Kind rank1_second_kind = CollectiveParams::ALL_GATHER) {
   TestPlanBuilder b(2, 1);
@@ -315,7 +315,11 @@ PlanProto Collectives(std::vector<int64_t> rank0_orders, std::vector<int64_t> ra
                                : (r == 1 ? rank1_second_kind : CollectiveParams::ALL_GATHER);
       const int64_t c = b.AddCollective(r, "c" + std::to_string(i), {0, 1}, (*orders[r])[i], kind);
       b.Connect(previous, c);
-      previous = b.AddRegister(c, "c" + std::to_string(i));
+      if (i == 1) {
+        b.SetCollectiveGeometry(c, {4, 2}, {{0, 0}, {4, 2}}, {{{0, 0}, {2, 2}}, {{2, 0}, {4, 2}}},
+                                {{{0, 0}, {4, 2}}, {{0, 0}, {4, 2}}});
+      }
+      previous = b.AddRegister(c, "c" + std::to_string(i), 1, {F32({2 + 2 * i, 2})});
     }
     b.AddSink(previous, "y");
   }
@@ -337,6 +341,161 @@ TEST(PlanVerifierTest, CollectiveOrderMustMatchAcrossRanks) {
               {"rank 1 stream cpu:0/1 issues global_order 1 (ALL_REDUCE, rank 1 task 6 'c0' "
                "(COLLECTIVE)) before global_order 0",
                "global_order must increase"});
+}
+
+// One collective of `kind` over ranks {0, 1, 2} of float32[7,4] split on rows [0:3], [3:5],
+// [5:7] (on the side that is split: inputs for ALL_GATHER, outputs for REDUCE_SCATTER, both
+// for ALL_TO_ALL with rows in and columns [0:2], [2:3], [3:4] out). `edit` breaks something
+// before slots are sized from the geometry, `after` once the plan is built.
+PlanProto ThreeRankCollective(
+    CollectiveParams::Kind kind,
+    const std::function<void(TestPlanBuilder&, const std::vector<int64_t>&)>& edit = nullptr,
+    const std::function<void(PlanProto*)>& after = nullptr) {
+  using Box = TestPlanBuilder::Box;
+  const Box whole{{0, 0}, {7, 4}};
+  const std::vector<Box> rows = {{{0, 0}, {3, 4}}, {{3, 0}, {5, 4}}, {{5, 0}, {7, 4}}};
+  const std::vector<Box> columns = {{{0, 0}, {7, 2}}, {{0, 2}, {7, 3}}, {{0, 3}, {7, 4}}};
+  const std::vector<Box> all(3, whole);
+  std::vector<Box> in = all, out = all;
+  if (kind == CollectiveParams::ALL_GATHER) in = rows;
+  if (kind == CollectiveParams::REDUCE_SCATTER) out = rows;
+  if (kind == CollectiveParams::ALL_TO_ALL) in = rows, out = columns;
+  TestPlanBuilder b(3, 1);
+  std::vector<int64_t> tasks;
+  for (int32_t r = 0; r < 3; ++r) tasks.push_back(b.AddCollective(r, "c", {0, 1, 2}, 0, kind));
+  for (int64_t t : tasks) b.SetCollectiveGeometry(t, {7, 4}, whole, in, out);
+  if (edit) edit(b, tasks);
+  auto dims = [](const RegionProto& region) {
+    std::vector<int64_t> d;
+    for (int a = 0; a < region.begin_size() && a < region.end_size(); ++a) {
+      d.push_back(region.end(a) - region.begin(a));
+    }
+    return d;
+  };
+  for (int32_t r = 0; r < 3; ++r) {
+    const CollectiveParams& p = b.task(tasks[r])->collective();
+    const int member = std::min(r, p.input_regions_size() - 1);
+    auto [source, x] = b.AddInput(r, "x", 1, F32(dims(p.input_regions(member))));
+    b.Connect(x, tasks[r]);
+    const std::vector<int64_t> out_dims =
+        member < p.output_regions_size() ? dims(p.output_regions(member)) : std::vector<int64_t>{1};
+    b.AddSink(b.AddRegister(tasks[r], "c.out", 1, {F32(out_dims)}), "y");
+  }
+  PlanProto plan = b.Build();
+  if (after) after(&plan);
+  return plan;
+}
+
+TEST(PlanVerifierTest, CollectiveGeometryOfEveryKindPasses) {
+  for (auto kind : {CollectiveParams::ALL_REDUCE, CollectiveParams::ALL_GATHER,
+                    CollectiveParams::REDUCE_SCATTER, CollectiveParams::ALL_TO_ALL}) {
+    const absl::Status status = VerifyPlan(ThreeRankCollective(kind));
+    EXPECT_TRUE(status.ok()) << CollectiveParams::Kind_Name(kind) << ": " << status;
+  }
+}
+
+TEST(PlanVerifierTest, CollectiveNeedsOneRegionPerMember) {
+  ExpectFails(ThreeRankCollective(CollectiveParams::ALL_GATHER,
+                                  [](TestPlanBuilder& b, const std::vector<int64_t>& tasks) {
+                                    for (int64_t t : tasks) {
+                                      b.task(t)->mutable_collective()->mutable_input_regions()->RemoveLast();
+                                    }
+                                  }),
+              {"rank 0 task 1 'c' (COLLECTIVE) has 2 input and 3 output region(s) for a group of 3"});
+}
+
+TEST(PlanVerifierTest, CollectiveSlotMustHaveItsRegionsShape) {
+  // Rank 1's input slot is [3,4] while its region [3:5,0:4] is [2,4].
+  ExpectFails(ThreeRankCollective(CollectiveParams::ALL_GATHER, nullptr,
+                                  [](PlanProto* plan) {
+                                    const TaskProto* c = FindTask(plan, 2);
+                                    FindEntry(plan, 1, c->inputs(0).register_id())
+                                        ->mutable_slots(0)
+                                        ->set_dims(0, 3);
+                                  }),
+              {"rank 1 task 2 'c' (COLLECTIVE): its input slot is float32[3,4]",
+               "member 1's input region [3:5,0:4] has another shape"});
+  // Output side: rank 2's all-gather output [7,4] declared as [6,4].
+  ExpectFails(ThreeRankCollective(CollectiveParams::ALL_GATHER, nullptr,
+                                  [](PlanProto* plan) {
+                                    const TaskProto* c = FindTask(plan, 3);
+                                    FindEntry(plan, 2, c->outputs(0).register_id())
+                                        ->mutable_slots(0)
+                                        ->set_dims(0, 6);
+                                  }),
+              {"rank 2 task 3 'c' (COLLECTIVE): its output slot", "member 2's output region"});
+}
+
+TEST(PlanVerifierTest, CollectiveRegionsMustFitTheKind) {
+  using Box = TestPlanBuilder::Box;
+  const Box whole{{0, 0}, {7, 4}};
+  auto with = [&](CollectiveParams::Kind kind, std::vector<Box> in, std::vector<Box> out) {
+    return ThreeRankCollective(kind, [=](TestPlanBuilder& b, const std::vector<int64_t>& tasks) {
+      for (int64_t t : tasks) b.SetCollectiveGeometry(t, {7, 4}, whole, in, out);
+    });
+  };
+  const std::vector<Box> all(3, whole);
+  // ALL_GATHER whose inputs overlap (rows [0:3] and [2:5]).
+  ExpectFails(with(CollectiveParams::ALL_GATHER, {{{0, 0}, {3, 4}}, {{2, 0}, {5, 4}}, {{5, 0}, {7, 4}}}, all),
+              {"(ALL_GATHER): input regions of member 0 (rank 0) [0:3,0:4] and member 1 (rank 1) "
+               "[2:5,0:4] overlap; they must tile [0:7,0:4]"});
+  // ALL_GATHER whose inputs leave row 6 out.
+  ExpectFails(with(CollectiveParams::ALL_GATHER, {{{0, 0}, {3, 4}}, {{3, 0}, {5, 4}}, {{5, 0}, {6, 4}}}, all),
+              {"input regions cover 24 of the 28 elements"});
+  // ALL_GATHER whose member 1 output is only part of the tensor.
+  ExpectFails(with(CollectiveParams::ALL_GATHER, {{{0, 0}, {3, 4}}, {{3, 0}, {5, 4}}, {{5, 0}, {7, 4}}},
+                   {whole, {{0, 0}, {5, 4}}, whole}),
+              {"member 1 (rank 1) output region [0:5,0:4] must be the whole group region [0:7,0:4]"});
+  // REDUCE_SCATTER with a partial input, then with overlapping outputs.
+  ExpectFails(with(CollectiveParams::REDUCE_SCATTER, {whole, whole, {{0, 0}, {7, 3}}},
+                   {{{0, 0}, {3, 4}}, {{3, 0}, {5, 4}}, {{5, 0}, {7, 4}}}),
+              {"(REDUCE_SCATTER): member 2 (rank 2) input region [0:7,0:3] must be the whole"});
+  ExpectFails(with(CollectiveParams::REDUCE_SCATTER, all,
+                   {{{0, 0}, {4, 4}}, {{3, 0}, {5, 4}}, {{5, 0}, {7, 4}}}),
+              {"(REDUCE_SCATTER): output regions of member 0", "overlap"});
+  // ALL_REDUCE with a split output.
+  ExpectFails(with(CollectiveParams::ALL_REDUCE, all,
+                   {whole, whole, {{5, 0}, {7, 4}}}),
+              {"(ALL_REDUCE): member 2 (rank 2) output region [5:7,0:4] must be the whole"});
+  // ALL_TO_ALL whose outputs do not tile (columns [0:2] twice).
+  ExpectFails(with(CollectiveParams::ALL_TO_ALL, {{{0, 0}, {3, 4}}, {{3, 0}, {5, 4}}, {{5, 0}, {7, 4}}},
+                   {{{0, 0}, {7, 2}}, {{0, 0}, {7, 2}}, {{0, 3}, {7, 4}}}),
+              {"(ALL_TO_ALL): output regions of member 0 (rank 0) [0:7,0:2] and member 1", "overlap"});
+  // ALL_TO_ALL whose inputs do not tile (a row missing).
+  ExpectFails(with(CollectiveParams::ALL_TO_ALL, {{{0, 0}, {3, 4}}, {{3, 0}, {4, 4}}, {{5, 0}, {7, 4}}},
+                   {{{0, 0}, {7, 2}}, {{0, 2}, {7, 3}}, {{0, 3}, {7, 4}}}),
+              {"(ALL_TO_ALL): input regions cover 24 of the 28"});
+  // A region outside the group region, and a group region outside the tensor.
+  ExpectFails(with(CollectiveParams::ALL_GATHER, {{{0, 0}, {3, 4}}, {{3, 0}, {5, 4}}, {{5, 0}, {8, 4}}}, all),
+              {"member 2 (rank 2) input region [5:8,0:4] is not a box inside the group region"});
+  ExpectFails(ThreeRankCollective(CollectiveParams::ALL_REDUCE,
+                                  [](TestPlanBuilder& b, const std::vector<int64_t>& tasks) {
+                                    for (int64_t t : tasks) {
+                                      b.task(t)->mutable_collective()->set_logical_dims(0, 6);
+                                    }
+                                  }),
+              {"group_region [0:7,0:4] is not a box inside the logical tensor [6,4]"});
+}
+
+TEST(PlanVerifierTest, CollectiveMembersMustAgree) {
+  // Rank 2 believes rank 1 holds rows [3:6] and itself [6:7]: its own geometry is consistent
+  // (and its slots fit), but it disagrees with ranks 0 and 1.
+  ExpectFails(ThreeRankCollective(CollectiveParams::ALL_GATHER,
+                                  [](TestPlanBuilder& b, const std::vector<int64_t>& tasks) {
+                                    b.SetCollectiveGeometry(
+                                        tasks[2], {7, 4}, {{0, 0}, {7, 4}},
+                                        {{{0, 0}, {3, 4}}, {{3, 0}, {6, 4}}, {{6, 0}, {7, 4}}},
+                                        std::vector<TestPlanBuilder::Box>(3, {{0, 0}, {7, 4}}));
+                                  }),
+              {"rank 2 task 3 'c' (COLLECTIVE) and rank 0 task 1 'c' (COLLECTIVE) are members of "
+               "the collective with global_order 0 but disagree"});
+  // Same regions, another kind on rank 1 (also caught by the order check first).
+  ExpectFails(ThreeRankCollective(CollectiveParams::ALL_REDUCE,
+                                  [](TestPlanBuilder& b, const std::vector<int64_t>& tasks) {
+                                    b.task(tasks[1])->mutable_collective()->set_kind(
+                                        CollectiveParams::ALL_TO_ALL);
+                                  }),
+              {"collective group [0,1,2]"});
 }
 
 }  // namespace

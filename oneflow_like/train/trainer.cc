@@ -1,0 +1,256 @@
+#include "oneflow_like/train/trainer.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <iomanip>
+#include <map>
+#include <sstream>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "oneflow_like/core/sbp.h"
+#include "oneflow_like/core/status.h"
+#include "oneflow_like/models/synthetic_data.h"
+
+namespace oneflow_like {
+namespace train {
+namespace {
+
+double Now() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+// Rows [begin, begin + rows) of a row-major tensor (a copy).
+Tensor Rows(const Tensor& t, int64_t begin, int64_t rows) {
+  if (begin == 0 && rows == t.shape().dim(0)) return t;
+  std::vector<int64_t> dims = t.shape().dims();
+  dims[0] = rows;
+  Tensor out(t.dtype(), Shape(dims));
+  const int64_t row_bytes = t.byte_size() / std::max<int64_t>(1, t.shape().dim(0));
+  std::memcpy(out.raw_data(), static_cast<const char*>(t.raw_data()) + begin * row_bytes, rows * row_bytes);
+  return out;
+}
+
+std::string MiB(int64_t bytes) { return absl::StrFormat("%.1f", static_cast<double>(bytes) / (1 << 20)); }
+
+std::string SbpText(const google::protobuf::RepeatedPtrField<NdSbpProto>& list) {
+  std::string s;
+  for (const NdSbpProto& p : list) {
+    absl::StatusOr<NdSbp> nd = NdSbp::FromProto(p);
+    absl::StrAppend(&s, s.empty() ? "" : ",", nd.ok() ? nd->ToString() : "?");
+  }
+  return s;
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<Trainer>> Trainer::Create(const TrainerOptions& options, const OpRegistry* registry) {
+  std::unique_ptr<Trainer> t(new Trainer());
+  t->options_ = options;
+  const int64_t pieces = std::max(1, options.micro_batches) * std::max(1, options.gradient_accumulation_steps);
+  const bool gpt = options.model == Workload::kGpt;
+  t->batch_ = options.batch > 0 ? options.batch : (gpt ? 8 : 256);
+  if (options.batch < 0) return absl::InvalidArgumentError(absl::StrCat("batch must be positive, got ", options.batch));
+  if (t->batch_ % pieces != 0) {
+    return absl::InvalidArgumentError(absl::StrCat("batch (", t->batch_, ") must be divisible by the pieces per step (",
+                                                   "micro_batches x gradient_accumulation_steps = ", pieces, ")"));
+  }
+  if (options.mlp_data_batches < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("mlp_data_batches must be at least 1, got ", options.mlp_data_batches));
+  }
+  t->piece_rows_ = t->batch_ / pieces;
+  models::TrainOptions train;
+  train.micro_batches = options.micro_batches;
+  train.gradient_accumulation_steps = options.gradient_accumulation_steps;
+  train.zero_stage = options.zero_stage;
+  train.seed = options.seed;
+  absl::StatusOr<compiler::Graph> graph;
+  if (gpt) {
+    models::GptConfig c = options.gpt;
+    c.batch = t->piece_rows_;
+    if (options.learning_rate > 0) train.optimizer = compiler::AdamWOptimizer(options.learning_rate, 0.01);
+    graph = models::BuildGptJob(*registry, c, options.layout, train);
+  } else {
+    models::MlpConfig c = options.mlp;
+    c.batch = t->piece_rows_;
+    if (options.learning_rate > 0) train.optimizer = compiler::SgdOptimizer(options.learning_rate);
+    graph = models::BuildMlpJob(*registry, c, options.layout, train);
+  }
+  RETURN_IF_ERROR(graph.status());
+  compiler::CompileOptions compile;
+  compile.reuse_memory = options.reuse_memory;
+  const double start = Now();
+  ASSIGN_OR_RETURN(t->plan_, compiler::Compile(*std::move(graph), compile, &t->report_));
+  t->compile_seconds_ = Now() - start;
+  actor::SessionOptions session;
+  session.watchdog_timeout_ms = options.watchdog_ms;
+  session.record_timeline = options.record_timeline;
+  ASSIGN_OR_RETURN(t->session_, actor::Session::Create(t->plan_, registry, std::move(session)));
+  if (!gpt) {
+    for (int64_t i = 0; i < options.mlp_data_batches; ++i) {
+      models::MlpBatch b = models::SyntheticMlpBatch(i, t->batch_, options.mlp, options.seed);
+      t->mlp_data_.emplace_back(std::move(b.inputs), std::move(b.targets));
+    }
+  }
+  return t;
+}
+
+int64_t Trainer::items_per_step() const {
+  return options_.model == Workload::kGpt ? batch_ * options_.gpt.seq_len : batch_;
+}
+
+absl::Status Trainer::FeedStep(int64_t step) {
+  Tensor inputs, targets;
+  const char *input_name = "x", *target_name = "target";
+  if (options_.model == Workload::kGpt) {
+    models::TokenBatch b = models::SyntheticBatch(step, batch_, options_.gpt, options_.seed);
+    inputs = std::move(b.inputs);
+    targets = std::move(b.targets);
+    input_name = "idx";
+    target_name = "targets";
+  } else {
+    const auto& cached = mlp_data_[step % options_.mlp_data_batches];
+    inputs = cached.first;
+    targets = cached.second;
+  }
+  for (int64_t piece = 0; piece < session_->pieces_per_step(); ++piece) {
+    RETURN_IF_ERROR(session_->Feed(input_name, Rows(inputs, piece * piece_rows_, piece_rows_)));
+    RETURN_IF_ERROR(session_->Feed(target_name, Rows(targets, piece * piece_rows_, piece_rows_)));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<StepResult> Trainer::RunStep() {
+  StepResult r;
+  r.step = next_step_++;
+  // GPT data is generated per step (cheap: a few thousand tokens); MLP data is cached. The
+  // timed region is feed + run + fetch, like the torch scripts' step (data made beforehand).
+  const double start = Now();
+  RETURN_IF_ERROR(FeedStep(r.step));
+  RETURN_IF_ERROR(session_->RunStep());
+  const int64_t firings = session_->FetchCount("loss");
+  if (firings <= 0) return absl::InternalError("trainer: the step produced no 'loss'");
+  double sum = 0;
+  for (int64_t i = 0; i < firings; ++i) {
+    ASSIGN_OR_RETURN(Tensor loss, session_->Fetch("loss", i));
+    sum += loss.GetAsDouble(0);
+  }
+  r.seconds = Now() - start;
+  r.loss = sum / static_cast<double>(firings);
+  r.items_per_second = r.seconds > 0 ? static_cast<double>(items_per_step()) / r.seconds : 0;
+  return r;
+}
+
+std::string Trainer::PlanSummary(int max_ops) const {
+  std::ostringstream s;
+  const bool gpt = options_.model == Workload::kGpt;
+  const models::ParallelLayout& l = options_.layout;
+  s << "job '" << plan_.job_name() << "' ("
+    << (gpt ? absl::StrFormat("gpt %d layers x %d wide, %d heads, seq %d, vocab %d, %d params", options_.gpt.n_layer,
+                              options_.gpt.n_embd, options_.gpt.n_head, options_.gpt.seq_len, options_.gpt.vocab,
+                              models::GptParameterCount(options_.gpt))
+            : absl::StrFormat("mlp %d x Linear %d, %d params", options_.mlp.depth, options_.mlp.width,
+                              models::MlpParameterCount(options_.mlp)))
+    << ")\n";
+  s << "layout dp=" << l.dp << " tp=" << l.tp << " pp=" << l.pp << ": world " << plan_.world_size()
+    << " ranks, all run as threads of this process (loopback transport)\n";
+  s << "batch " << batch_ << " per step = " << plan_.pieces_per_step() << " piece(s) x " << piece_rows_
+    << "; zero_stage " << options_.zero_stage << ", reuse_memory " << (options_.reuse_memory ? "on" : "off")
+    << "; plan " << plan_.content_hash() << "\n";
+  s << absl::StrFormat("compiled in %.2f s (", compile_seconds_);
+  for (size_t i = 0; i < report_.phase_seconds.size(); ++i) {
+    s << (i ? ", " : "") << report_.phase_seconds[i].first << absl::StrFormat(" %.2f", report_.phase_seconds[i].second);
+  }
+  s << "), " << report_.num_logical_ops << " logical ops\n";
+  s << "rank  tasks  compute boxing transfer other   planned MiB  naive MiB\n";
+  for (int i = 0; i < plan_.rank_plans_size(); ++i) {
+    const RankPlanProto& rank = plan_.rank_plans(i);
+    int compute = 0, boxing = 0, transfer = 0, other = 0;
+    for (const TaskProto& task : rank.tasks()) {
+      switch (task.type()) {
+        case TaskProto::COMPUTE: ++compute; break;
+        case TaskProto::BOXING_SLICE:
+        case TaskProto::BOXING_CONCAT:
+        case TaskProto::BOXING_ADD:
+        case TaskProto::COLLECTIVE: ++boxing; break;
+        case TaskProto::TRANSFER: ++transfer; break;
+        default: ++other;
+      }
+    }
+    int64_t planned = 0, naive = 0;
+    for (const RankMemoryProto& m : plan_.memory()) {
+      if (m.rank() == rank.rank()) planned = m.planned_bytes(), naive = m.naive_bytes();
+    }
+    s << absl::StrFormat("%4d  %5d  %7d %6d %8d %5d   %11s  %9s\n", rank.rank(), rank.tasks_size(), compute, boxing,
+                         transfer, other, MiB(planned), MiB(naive));
+  }
+  // The biggest ops by the chosen candidate's estimated compute time.
+  std::vector<const OpSbpDecisionProto*> ops;
+  for (const OpSbpDecisionProto& d : plan_.sbp_decisions()) {
+    if (d.chosen() >= 0 && d.chosen() < d.candidates_size()) ops.push_back(&d);
+  }
+  std::stable_sort(ops.begin(), ops.end(), [](const OpSbpDecisionProto* a, const OpSbpDecisionProto* b) {
+    return a->candidates(a->chosen()).compute_seconds() > b->candidates(b->chosen()).compute_seconds();
+  });
+  if (ops.size() > static_cast<size_t>(max_ops)) ops.resize(max_ops);
+  if (!ops.empty()) s << "SBP of the biggest ops (inputs -> outputs; est. compute; of N candidates):\n";
+  for (const OpSbpDecisionProto* d : ops) {
+    const SbpCandidateProto& c = d->candidates(d->chosen());
+    s << absl::StrFormat("  %-22s %-14s %s -> %s  %.3f ms  (%d)\n", d->op_name(), d->op_type(), SbpText(c.inputs()),
+                         SbpText(c.outputs()), 1e3 * c.compute_seconds(), d->candidates_size());
+  }
+  return s.str();
+}
+
+absl::Status Trainer::WriteTimeline(const std::string& dir) const {
+  if (!options_.record_timeline) {
+    return absl::FailedPreconditionError("trainer: the timeline was not recorded (set record_timeline)");
+  }
+  std::error_code error;
+  std::filesystem::create_directories(dir, error);
+  if (error) return absl::InvalidArgumentError(absl::StrCat("--timeline: cannot create '", dir, "': ", error.message()));
+  const std::string path = (std::filesystem::path(dir) / "timeline.json").string();
+  std::ofstream file(path);
+  file << session_->TimelineJson();
+  if (!file) return absl::InvalidArgumentError(absl::StrCat("--timeline: cannot write '", path, "'"));
+  return absl::OkStatus();
+}
+
+absl::Status RunTraining(const TrainerOptions& options, int64_t steps, int64_t warmup_steps,
+                         const std::string& timeline_dir, const OpRegistry* registry, std::ostream& out) {
+  TrainerOptions o = options;
+  o.record_timeline = o.record_timeline || !timeline_dir.empty();
+  ASSIGN_OR_RETURN(std::unique_ptr<Trainer> trainer, Trainer::Create(o, registry));
+  out << trainer->PlanSummary() << std::flush;
+  std::vector<double> times;
+  for (int64_t i = 0; i < steps; ++i) {
+    ASSIGN_OR_RETURN(StepResult r, trainer->RunStep());
+    out << absl::StrFormat("step %d loss %.6f time %.1f ms %.0f %s\n", r.step, r.loss, 1e3 * r.seconds,
+                           r.items_per_second, trainer->item_unit())
+        << std::flush;
+    if (i >= warmup_steps) times.push_back(r.seconds);
+  }
+  if (!times.empty()) {
+    std::sort(times.begin(), times.end());
+    const double median = times.size() % 2 ? times[times.size() / 2]
+                                           : (times[times.size() / 2 - 1] + times[times.size() / 2]) / 2;
+    int64_t peak = 0;
+    for (const RankMemoryProto& m : trainer->plan().memory()) peak = std::max(peak, m.planned_bytes());
+    out << absl::StrFormat("RESULT median_ms_per_step=%.2f %s=%.0f steps_timed=%d planned_peak_mib_per_rank=%s\n",
+                           1e3 * median, trainer->item_unit(), trainer->items_per_step() / median, times.size(),
+                           MiB(peak));
+  }
+  if (!timeline_dir.empty()) {
+    RETURN_IF_ERROR(trainer->WriteTimeline(timeline_dir));
+    out << "timeline: " << (std::filesystem::path(timeline_dir) / "timeline.json").string() << "\n";
+  }
+  return trainer->session()->Close();
+}
+
+}  // namespace train
+}  // namespace oneflow_like

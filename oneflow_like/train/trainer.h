@@ -1,0 +1,117 @@
+// The end-to-end trainer: options -> a model job (W1 MLP or W2 GPT, ../models) with a parallel
+// layout -> Compile (compiler/driver/compile.h) -> a Session (actor/session.h: ALL ranks of the
+// plan run in this one process, as threads, over a loopback transport) -> steps fed with the
+// models' deterministic synthetic data, reporting the loss and the time of each step.
+//
+//   OpRegistry registry;  RETURN_IF_ERROR(RegisterBuiltinOps(&registry));
+//   TrainerOptions options;                 // W1: 4 x Linear 1024 + ReLU, batch 256, SGD 0.01
+//   options.layout = {.dp = 2};             // two ranks, batch split in halves
+//   ASSIGN_OR_RETURN(std::unique_ptr<Trainer> trainer, Trainer::Create(options, &registry));
+//   std::cout << trainer->PlanSummary();    // ranks, tasks, memory, pieces, SBP decisions
+//   ASSIGN_OR_RETURN(StepResult r, trainer->RunStep());   // r.step == 0, r.loss, r.seconds
+//
+// Batch semantics: TrainerOptions::batch is per STEP (samples: MLP rows or GPT sequences); the
+// job's shapes are per piece, so each of the pieces_per_step = micro_batches x accumulation
+// pieces gets batch / pieces_per_step consecutive samples of the step's batch. The step's loss
+// is the mean of the pieces' losses (the compiler scales gradients by 1 / pieces_per_step), so
+// a step equals one full-batch step of the same model.
+// Data: GPT step s is SyntheticBatch(s, batch, gpt, seed) (torch_gpt.py's data, bit-exact); MLP
+// step s is SyntheticMlpBatch(s mod mlp_data_batches, batch, mlp, seed) (bench_mlp.py trains on
+// one fixed batch: mlp_data_batches = 1).
+// Errors: InvalidArgument for bad options (naming the field), anything from Compile / Session.
+// Not thread-safe (one thread drives a Trainer; the Session runs its own threads).
+#ifndef ONEFLOW_LIKE_TRAIN_TRAINER_H_
+#define ONEFLOW_LIKE_TRAIN_TRAINER_H_
+
+#include <cstdint>
+#include <memory>
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "oneflow_like/actor/session.h"
+#include "oneflow_like/compiler/driver/compile.h"
+#include "oneflow_like/models/gpt.h"
+#include "oneflow_like/models/mlp.h"
+
+namespace oneflow_like {
+namespace train {
+
+enum class Workload {
+  kMlp,  // W1 (bench_mlp.py)
+  kGpt,  // W2 gpt-tiny (bench_gpt.py / torch_gpt.py)
+};
+
+struct TrainerOptions {
+  Workload model = Workload::kMlp;
+  models::MlpConfig mlp;          // width/depth; its batch is ignored (see `batch`)
+  models::GptConfig gpt;          // dims, init (portable), gelu (exact); its batch is ignored
+  models::ParallelLayout layout;  // dp x tp x pp ranks, all in this process
+  int64_t batch = 0;              // samples per step; 0 = the workload's (256 rows / 8 sequences)
+  int32_t micro_batches = 0;      // pipeline micro-batches per step (0 = 1)
+  int32_t gradient_accumulation_steps = 0;  // 0 = 1
+  int32_t zero_stage = 0;         // 1 = ZeRO-1 optimizer-state sharding over dp
+  bool reuse_memory = false;      // lifetime-based register sharing (compile.h)
+  double learning_rate = 0;       // 0 = the workload's: SGD 0.01 (mlp), AdamW 3e-4 wd 0.01 (gpt)
+  uint64_t seed = 0;              // initialization and data
+  int64_t mlp_data_batches = 1;   // distinct MLP batches cycled over steps
+  int64_t watchdog_ms = 60000;    // a step with no progress for this long fails (session.h)
+  bool record_timeline = false;   // record acts for TimelineJson / WriteTimeline
+};
+
+struct StepResult {
+  int64_t step = 0;
+  double loss = 0;             // mean over the step's pieces
+  double seconds = 0;          // wall time of feed + run + fetch (data generated before)
+  double items_per_second = 0; // tokens/s (gpt) or samples/s (mlp)
+};
+
+class Trainer {
+ public:
+  // Builds the job, compiles it and opens a Session. `registry` must outlive the trainer.
+  static absl::StatusOr<std::unique_ptr<Trainer>> Create(const TrainerOptions& options, const OpRegistry* registry);
+
+  // Runs the next step (0, 1, ...).
+  absl::StatusOr<StepResult> RunStep();
+  // A one-screen text summary: ranks, tasks per rank by kind, planned vs naive memory per
+  // rank, pieces per step, compile phases, and the SBP signatures of the biggest ops.
+  std::string PlanSummary(int max_ops = 6) const;
+  // Writes the Chrome trace of the recorded acts to `dir`/timeline.json (creating `dir`).
+  // FailedPrecondition unless options.record_timeline.
+  absl::Status WriteTimeline(const std::string& dir) const;
+
+  const PlanProto& plan() const { return plan_; }
+  const compiler::CompileReport& compile_report() const { return report_; }
+  double compile_seconds() const { return compile_seconds_; }
+  actor::Session* session() const { return session_.get(); }
+  int64_t items_per_step() const;  // tokens (gpt) or samples (mlp) per step
+  const char* item_unit() const { return options_.model == Workload::kGpt ? "tokens/s" : "samples/s"; }
+  // The step batch size and per-piece rows after defaults.
+  int64_t batch() const { return batch_; }
+
+ private:
+  Trainer() = default;
+  absl::Status FeedStep(int64_t step);
+
+  TrainerOptions options_;
+  int64_t batch_ = 0;       // per step
+  int64_t piece_rows_ = 0;  // per piece
+  PlanProto plan_;
+  compiler::CompileReport report_;
+  double compile_seconds_ = 0;
+  std::unique_ptr<actor::Session> session_;
+  int64_t next_step_ = 0;
+  std::vector<std::pair<Tensor, Tensor>> mlp_data_;  // cached (inputs, targets) per distinct batch
+};
+
+// The whole run as the oltrain binary does it: prints the plan summary, then one line per step
+// ("step 3 loss 7.659348 time 412.3 ms 2484 tokens/s"), then the median step time over the
+// steps after `warmup_steps`. With a non-empty `timeline_dir`, writes the trace there.
+absl::Status RunTraining(const TrainerOptions& options, int64_t steps, int64_t warmup_steps,
+                         const std::string& timeline_dir, const OpRegistry* registry, std::ostream& out);
+
+}  // namespace train
+}  // namespace oneflow_like
+
+#endif  // ONEFLOW_LIKE_TRAIN_TRAINER_H_
