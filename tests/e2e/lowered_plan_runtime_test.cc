@@ -125,10 +125,9 @@ void TrainTwoWays(bool reuse_memory) {
 
 TEST(LowerRuntimeTest, DataParallelTrainingMatchesOneDeviceWithoutMemoryReuse) { TrainTwoWays(false); }
 
-// Lifetime-based reuse assumes strictly ordered streams; the runtime fires ready actors in any
-// order (order_in_stream is only a priority), so a source of the next piece can overwrite
-// bytes a sink of this piece has not read yet. Disabled until the contract is settled.
-TEST(LowerRuntimeTest, DISABLED_DataParallelTrainingMatchesOneDeviceWithMemoryReuse) { TrainTwoWays(true); }
+// Lifetime-based reuse: the runtime fires ready actors in any order, but actors whose registers
+// share bytes take turns in task order, so a next piece cannot overwrite bytes still being read.
+TEST(LowerRuntimeTest, DataParallelTrainingMatchesOneDeviceWithMemoryReuse) { TrainTwoWays(true); }
 
 }  // namespace
 }  // namespace testing

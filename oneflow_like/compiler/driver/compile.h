@@ -44,11 +44,11 @@ struct CompileOptions {
   CostConfig cost;
   // Point-to-point (CPU/TCP) or collective (GPU/NCCL-style) boxing tasks.
   BoxingStyle boxing = BoxingStyle::kPointToPoint;
-  // Share bytes between registers with disjoint lifetimes (lower.h). Off by default: the
-  // lifetimes assume every stream runs its tasks in order_in_stream order, and today's actor
-  // runtime fires any ready actor, so a next piece could overwrite a shared buffer still being
-  // read. Planned bytes are then the naive sum (still exact, known before the run).
-  bool reuse_memory = false;
+  // Share bytes between registers with disjoint lifetimes (lower.h, plan/memory_planner.h).
+  // The runtime makes actors whose registers share bytes take turns in task order, so results
+  // are identical with and without (tests/e2e/parallel_training_test.cc checks bit equality).
+  // false: every register has bytes of its own (planned bytes = the naive sum).
+  bool reuse_memory = true;
   // Number of processes of the job; 0 = 1 + the largest rank any placement uses.
   int32_t world_size = 0;
   // Run the graph verifier after every graph pass (tests; costs one Infer per op per pass).
