@@ -3,6 +3,7 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
+#include "oneflow_like/core/fixed_codec.h"
 
 namespace oneflow_like {
 namespace actor {
@@ -11,31 +12,16 @@ namespace {
 // kind (1), register id (8), buffer (4), source task (8), destination task (8).
 constexpr size_t kHeaderBytes = 1 + 8 + 4 + 8 + 8;
 
-template <typename T>
-void Put(std::string* out, T value) {
-  char bytes[sizeof(T)];
-  std::memcpy(bytes, &value, sizeof(T));
-  out->append(bytes, sizeof(T));
-}
-
-template <typename T>
-T Get(absl::string_view bytes, size_t* pos) {
-  T value;
-  std::memcpy(&value, bytes.data() + *pos, sizeof(T));
-  *pos += sizeof(T);
-  return value;
-}
-
 }  // namespace
 
 std::string EncodeRemoteMessage(const RemoteMessage& message) {
   std::string out;
   out.reserve(kHeaderBytes + message.payload.size());
-  Put<uint8_t>(&out, static_cast<uint8_t>(message.kind));
-  Put<int64_t>(&out, message.register_id.value());
-  Put<int32_t>(&out, message.buffer);
-  Put<int64_t>(&out, message.source_task.value());
-  Put<int64_t>(&out, message.destination_task.value());
+  AppendFixed<uint8_t>(&out, static_cast<uint8_t>(message.kind));
+  AppendFixed<int64_t>(&out, message.register_id.value());
+  AppendFixed<int32_t>(&out, message.buffer);
+  AppendFixed<int64_t>(&out, message.source_task.value());
+  AppendFixed<int64_t>(&out, message.destination_task.value());
   out.append(message.payload);
   return out;
 }
@@ -47,13 +33,13 @@ absl::StatusOr<RemoteMessage> DecodeRemoteMessage(absl::string_view bytes) {
   }
   size_t pos = 0;
   RemoteMessage message;
-  const uint8_t kind = Get<uint8_t>(bytes, &pos);
+  const uint8_t kind = ReadFixed<uint8_t>(bytes, &pos);
   if (kind < 1 || kind > 3) return absl::InvalidArgumentError(absl::StrCat("unknown actor message kind ", kind));
   message.kind = static_cast<RemoteKind>(kind);
-  message.register_id = RegisterId(Get<int64_t>(bytes, &pos));
-  message.buffer = Get<int32_t>(bytes, &pos);
-  message.source_task = TaskId(Get<int64_t>(bytes, &pos));
-  message.destination_task = TaskId(Get<int64_t>(bytes, &pos));
+  message.register_id = RegisterId(ReadFixed<int64_t>(bytes, &pos));
+  message.buffer = ReadFixed<int32_t>(bytes, &pos);
+  message.source_task = TaskId(ReadFixed<int64_t>(bytes, &pos));
+  message.destination_task = TaskId(ReadFixed<int64_t>(bytes, &pos));
   if (!message.register_id.valid() || message.buffer < 0 || !message.source_task.valid() ||
       !message.destination_task.valid()) {
     return absl::InvalidArgumentError(

@@ -261,7 +261,9 @@ void CheckMlpLayout(const MlpLayout& layout, const std::string& optimizer, doubl
   for (int64_t size : layout.mesh) devices *= size;
   EXPECT_EQ(got->ranks, layout.stage1_placement.empty() ? devices : 2);
   // ZeRO-1 shards the optimizer state (plain data parallelism splits no variable).
-  if (layout.zero_stage == 1) EXPECT_GT(got->split_variables, 0);
+  if (layout.zero_stage == 1) {
+    EXPECT_GT(got->split_variables, 0);
+  }
   ExpectSameTraining(*got, *want, parameter_atol);
 }
 
