@@ -52,7 +52,7 @@ struct TrainerOptions {
   int32_t micro_batches = 0;      // pipeline micro-batches per step (0 = 1)
   int32_t gradient_accumulation_steps = 0;  // 0 = 1
   int32_t zero_stage = 0;         // 1 = ZeRO-1 optimizer-state sharding over dp
-  bool reuse_memory = false;      // lifetime-based register sharing (compile.h)
+  bool reuse_memory = true;       // lifetime-based register sharing (compile.h's default)
   double learning_rate = 0;       // 0 = the workload's: SGD 0.01 (mlp), AdamW 3e-4 wd 0.01 (gpt)
   uint64_t seed = 0;              // initialization and data
   int64_t mlp_data_batches = 1;   // distinct MLP batches cycled over steps
@@ -93,6 +93,7 @@ class Trainer {
  private:
   Trainer() = default;
   absl::Status FeedStep(int64_t step);
+  absl::StatusOr<double> FetchScalarByShards(const std::string& name, int64_t firing) const;
 
   TrainerOptions options_;
   int64_t batch_ = 0;       // per step

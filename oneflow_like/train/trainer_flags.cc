@@ -1,0 +1,177 @@
+#include "oneflow_like/train/trainer_flags.h"
+
+#include <functional>
+#include <map>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "oneflow_like/core/status.h"
+
+namespace oneflow_like {
+namespace train {
+namespace {
+
+absl::Status Bad(const std::string& flag, const std::string& what, const std::string& value) {
+  return absl::InvalidArgumentError(absl::StrCat(flag, ": expected ", what, ", got '", value, "' (see --help)"));
+}
+
+absl::StatusOr<int64_t> Int(const std::string& flag, const std::string& value, int64_t min) {
+  int64_t v = 0;
+  if (!absl::SimpleAtoi(value, &v)) return Bad(flag, "an integer", value);
+  if (v < min) return Bad(flag, absl::StrCat("an integer >= ", min), value);
+  return v;
+}
+
+absl::StatusOr<bool> Bool(const std::string& flag, const std::string& value) {
+  if (value == "true" || value == "1" || value.empty()) return true;
+  if (value == "false" || value == "0") return false;
+  return Bad(flag, "true or false", value);
+}
+
+}  // namespace
+
+std::string TrainerUsage() {
+  return R"(oltrain: trains a model job end to end on oneflow_like (compile -> plan -> actors).
+All ranks of the plan run inside THIS process as threads (one Runtime per rank, loopback
+transport); a layout with N ranks needs no launcher, but shares this machine's cores.
+
+Usage: oltrain [--flag=value | --flag value]...
+
+Workload (defaults: W1 of /work/shared/bench/README.md):
+  --model=mlp|gpt        mlp = W1 (Linear+ReLU stack, MSE, SGD), gpt = W2 gpt-tiny (AdamW)
+  --batch=N              samples per STEP (mlp rows / gpt sequences); default 256 / 8
+  --steps=N              steps to run (10)
+  --warmup=N             first steps left out of the median step time (1)
+  --lr=X                 learning rate; default SGD 0.01 (mlp), AdamW 3e-4 wd 0.01 (gpt)
+  --seed=N               initialization and data seed (0; torch_gpt.py's `seed`)
+  --width=N --depth=N    mlp: Linear width (1024) and number of layers (4)
+  --data_batches=N       mlp: distinct synthetic batches cycled (1 = fixed, as bench_mlp.py)
+  --vocab=N --seq_len=N --n_layer=N --n_embd=N --n_head=N   gpt dims (2048, 128, 4, 256, 4)
+  --init=portable|normal gpt init: portable = torch_gpt.py --init portable, bit-exact (default)
+  --gelu=none|tanh       gpt gelu: none = exact erf, as torch (default)
+Parallel layout (world = dp x tp x pp ranks):
+  --dp=N --tp=N --pp=N   data / tensor (Megatron) / pipeline degrees (1 1 1)
+  --micro_batches=N      pipeline micro-batches per step (batch is split into them)
+  --grad_accum=N         gradient accumulation pieces per step
+  --zero_stage=0|1       ZeRO-1: shard optimizer state over dp
+  --reuse_memory[=bool]  share register bytes by lifetime (on; --reuse_memory=false: naive)
+Runtime and output:
+  --timeline=DIR         record every act; write DIR/timeline.json (chrome://tracing, Perfetto)
+  --watchdog_ms=N        fail a step after N ms without progress (60000)
+  --help                 this text
+Output: a plan summary, then "step S loss L time T ms R tokens/s|samples/s" per step, then
+"RESULT median_ms_per_step=..." over the steps after --warmup.
+)";
+}
+
+absl::StatusOr<TrainerFlags> ParseTrainerFlags(const std::vector<std::string>& args) {
+  TrainerFlags f;
+  TrainerOptions& o = f.options;
+  using Setter = std::function<absl::Status(const std::string& flag, const std::string& value)>;
+  auto integer = [](int64_t* field, int64_t min) -> Setter {
+    return [field, min](const std::string& flag, const std::string& value) -> absl::Status {
+      ASSIGN_OR_RETURN(*field, Int(flag, value, min));
+      return absl::OkStatus();
+    };
+  };
+  auto integer32 = [](int32_t* field, int64_t min, int64_t max) -> Setter {
+    return [field, min, max](const std::string& flag, const std::string& value) -> absl::Status {
+      ASSIGN_OR_RETURN(int64_t v, Int(flag, value, min));
+      if (v > max) return Bad(flag, absl::StrCat("an integer in [", min, ", ", max, "]"), value);
+      *field = static_cast<int32_t>(v);
+      return absl::OkStatus();
+    };
+  };
+  std::map<std::string, Setter> setters = {
+      {"--model",
+       [&](const std::string& flag, const std::string& v) -> absl::Status {
+         if (v == "mlp") o.model = Workload::kMlp;
+         else if (v == "gpt") o.model = Workload::kGpt;
+         else return Bad(flag, "mlp or gpt", v);
+         return absl::OkStatus();
+       }},
+      {"--batch", integer(&o.batch, 1)},
+      {"--steps", integer(&f.steps, 0)},
+      {"--warmup", integer(&f.warmup_steps, 0)},
+      {"--lr",
+       [&](const std::string& flag, const std::string& v) -> absl::Status {
+         if (!absl::SimpleAtod(v, &o.learning_rate) || !(o.learning_rate > 0)) return Bad(flag, "a positive number", v);
+         return absl::OkStatus();
+       }},
+      {"--seed",
+       [&](const std::string& flag, const std::string& v) -> absl::Status {
+         if (!absl::SimpleAtoi(v, &o.seed)) return Bad(flag, "a non-negative integer", v);
+         return absl::OkStatus();
+       }},
+      {"--width", integer(&o.mlp.width, 1)},
+      {"--depth", integer(&o.mlp.depth, 1)},
+      {"--data_batches", integer(&o.mlp_data_batches, 1)},
+      {"--vocab", integer(&o.gpt.vocab, 1)},
+      {"--seq_len", integer(&o.gpt.seq_len, 1)},
+      {"--n_layer", integer(&o.gpt.n_layer, 1)},
+      {"--n_embd", integer(&o.gpt.n_embd, 1)},
+      {"--n_head", integer(&o.gpt.n_head, 1)},
+      {"--init",
+       [&](const std::string& flag, const std::string& v) -> absl::Status {
+         if (v == "portable") o.gpt.init = models::GptInit::kPortable;
+         else if (v == "normal") o.gpt.init = models::GptInit::kNormal;
+         else return Bad(flag, "portable or normal", v);
+         return absl::OkStatus();
+       }},
+      {"--gelu",
+       [&](const std::string& flag, const std::string& v) -> absl::Status {
+         if (v != "none" && v != "tanh") return Bad(flag, "none or tanh", v);
+         o.gpt.gelu_approximate = v;
+         return absl::OkStatus();
+       }},
+      {"--dp", integer(&o.layout.dp, 1)},
+      {"--tp", integer(&o.layout.tp, 1)},
+      {"--pp", integer(&o.layout.pp, 1)},
+      {"--micro_batches", integer32(&o.micro_batches, 0, 1 << 20)},
+      {"--grad_accum", integer32(&o.gradient_accumulation_steps, 0, 1 << 20)},
+      {"--zero_stage", integer32(&o.zero_stage, 0, 1)},
+      {"--reuse_memory",
+       [&](const std::string& flag, const std::string& v) -> absl::Status {
+         ASSIGN_OR_RETURN(o.reuse_memory, Bool(flag, v));
+         return absl::OkStatus();
+       }},
+      {"--timeline",
+       [&](const std::string& flag, const std::string& v) -> absl::Status {
+         if (v.empty()) return Bad(flag, "a directory", v);
+         f.timeline_dir = v;
+         return absl::OkStatus();
+       }},
+      {"--watchdog_ms", integer(&o.watchdog_ms, 1)},
+  };
+  for (size_t i = 0; i < args.size(); ++i) {
+    const std::string& arg = args[i];
+    if (arg == "--help" || arg == "-h") {
+      f.help = true;
+      continue;
+    }
+    if (arg.rfind("--", 0) != 0) {
+      return absl::InvalidArgumentError(absl::StrCat("unexpected argument '", arg, "' (flags start with --; see --help)"));
+    }
+    const size_t eq = arg.find('=');
+    const std::string name = arg.substr(0, eq);
+    auto it = setters.find(name);
+    if (it == setters.end()) {
+      return absl::InvalidArgumentError(absl::StrCat("unknown flag '", name, "' (see --help)"));
+    }
+    std::string value;
+    if (eq != std::string::npos) {
+      value = arg.substr(eq + 1);
+    } else if (name == "--reuse_memory") {
+      value = "";  // bare boolean
+    } else if (i + 1 < args.size()) {
+      value = args[++i];
+    } else {
+      return absl::InvalidArgumentError(absl::StrCat(name, ": missing value (see --help)"));
+    }
+    RETURN_IF_ERROR(it->second(name, value));
+  }
+  return f;
+}
+
+}  // namespace train
+}  // namespace oneflow_like

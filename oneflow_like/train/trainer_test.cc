@@ -1,0 +1,179 @@
+// The trainer end to end (compile -> Session) on a tiny GPT against the graph evaluator
+// (models/reference_eval.h) and against torch's numbers, one layout check (dp=2 = dp=1), the
+// MLP workload against a hand-derived property, and the flag parser's errors.
+#include "oneflow_like/train/trainer.h"
+
+#include <cmath>
+#include <filesystem>
+
+#include "gtest/gtest.h"
+#include "oneflow_like/compiler/autograd/training_test_util.h"
+#include "oneflow_like/compiler/test_util.h"
+#include "oneflow_like/models/reference_eval.h"
+#include "oneflow_like/train/trainer_flags.h"
+
+namespace oneflow_like {
+namespace train {
+namespace {
+
+// torch_gpt.py at this config, portable init, AdamW (models/gpt_reference_test.cc has the
+// command): the first three float32 losses.
+const models::GptConfig kTiny{.vocab = 64, .seq_len = 16, .n_layer = 1, .n_embd = 32, .n_head = 2, .batch = 2};
+const std::vector<double> kTorchLosses = {4.181033134460449, 4.166847229003906, 4.1452789306640625};
+
+TrainerOptions TinyGpt() {
+  TrainerOptions o;
+  o.model = Workload::kGpt;
+  o.gpt = kTiny;
+  o.batch = kTiny.batch;
+  o.watchdog_ms = 20000;
+  return o;
+}
+
+std::vector<double> Train(const TrainerOptions& options, int steps, const OpRegistry* registry) {
+  absl::StatusOr<std::unique_ptr<Trainer>> trainer = Trainer::Create(options, registry);
+  EXPECT_TRUE(trainer.ok()) << trainer.status();
+  if (!trainer.ok()) return {};
+  std::vector<double> losses;
+  for (int step = 0; step < steps; ++step) {
+    absl::StatusOr<StepResult> r = (*trainer)->RunStep();
+    EXPECT_TRUE(r.ok()) << r.status();
+    if (!r.ok()) return losses;
+    EXPECT_EQ(r->step, step);
+    EXPECT_GT(r->seconds, 0);
+    losses.push_back(r->loss);
+  }
+  EXPECT_TRUE((*trainer)->session()->Close().ok());
+  return losses;
+}
+
+class TrainerTest : public ::testing::Test {
+ protected:
+  std::unique_ptr<OpRegistry> registry_ = compiler::testing::BuiltinRegistry();
+};
+
+TEST_F(TrainerTest, OneRankGptLossesEqualTheGraphEvaluatorAndTorch) {
+  absl::StatusOr<compiler::Graph> g = models::BuildGptJob(*registry_, kTiny, models::ParallelLayout{});
+  ASSERT_TRUE(g.ok()) << g.status();
+  ASSERT_TRUE(compiler::testing::RunTrainingPasses(&*g, /*with_optimizer=*/true).ok());
+  absl::StatusOr<std::vector<double>> reference = models::EvaluateGptLosses(*g, kTiny, 3);
+  ASSERT_TRUE(reference.ok()) << reference.status();
+  const std::vector<double> losses = Train(TinyGpt(), 3, registry_.get());
+  ASSERT_EQ(losses.size(), 3u);
+  for (int step = 0; step < 3; ++step) {
+    EXPECT_NEAR(losses[step], (*reference)[step], 1e-5 * (*reference)[step]) << "step " << step;
+    EXPECT_NEAR(losses[step], kTorchLosses[step], 1e-5 * kTorchLosses[step]) << "step " << step;
+  }
+  EXPECT_NE(losses[0], losses[1]);  // the updates reached the next step
+}
+
+// The one layout check here (tests/e2e covers the others): the batch split over two ranks,
+// gradients all-reduced, gives the one-rank losses.
+TEST_F(TrainerTest, DataParallelGptEqualsOneRank) {
+  TrainerOptions dp2 = TinyGpt();
+  dp2.layout.dp = 2;
+  const std::vector<double> one = Train(TinyGpt(), 3, registry_.get());
+  const std::vector<double> two = Train(dp2, 3, registry_.get());
+  ASSERT_EQ(one.size(), 3u);
+  ASSERT_EQ(two.size(), 3u);
+  for (int step = 0; step < 3; ++step) EXPECT_NEAR(two[step], one[step], 1e-5 * one[step]) << "step " << step;
+}
+
+// MLP on a fixed batch: at lr 0 -> tiny the loss stays, the first loss is the MSE of the
+// initial model whatever the lr, and the summary names the ranks and the biggest op.
+TEST_F(TrainerTest, MlpTrainsAndSummarizesThePlan) {
+  TrainerOptions o;
+  o.mlp = models::MlpConfig{.width = 16, .depth = 2};
+  o.batch = 8;
+  o.micro_batches = 2;
+  o.learning_rate = 0.5;
+  o.record_timeline = true;
+  absl::StatusOr<std::unique_ptr<Trainer>> trainer = Trainer::Create(o, registry_.get());
+  ASSERT_TRUE(trainer.ok()) << trainer.status();
+  EXPECT_EQ((*trainer)->session()->pieces_per_step(), 2);
+  const std::string summary = (*trainer)->PlanSummary();
+  EXPECT_NE(summary.find("world 1 ranks"), std::string::npos) << summary;
+  EXPECT_NE(summary.find("2 piece(s) x 4"), std::string::npos) << summary;
+  EXPECT_NE(summary.find("matmul"), std::string::npos) << summary;
+  std::vector<double> losses;
+  for (int step = 0; step < 5; ++step) {
+    absl::StatusOr<StepResult> r = (*trainer)->RunStep();
+    ASSERT_TRUE(r.ok()) << r.status();
+    EXPECT_NEAR(r->items_per_second * r->seconds, 8, 1e-6);
+    losses.push_back(r->loss);
+  }
+  // Gradient descent on one fixed batch: the loss goes down.
+  EXPECT_LT(losses[4], losses[0] * 0.95) << losses[0] << " -> " << losses[4];
+  const std::string dir = ::testing::TempDir() + "/trainer_timeline";
+  ASSERT_TRUE((*trainer)->WriteTimeline(dir).ok());
+  EXPECT_GT(std::filesystem::file_size(dir + "/timeline.json"), 100u);
+  // The first MSE of the same initial model does not depend on the learning rate.
+  o.learning_rate = 1e-9;
+  o.record_timeline = false;
+  std::vector<double> slow = Train(o, 2, registry_.get());
+  ASSERT_EQ(slow.size(), 2u);
+  EXPECT_NEAR(slow[0], losses[0], 1e-6 * losses[0]);
+  EXPECT_NEAR(slow[1], losses[0], 1e-5 * losses[0]);
+}
+
+// On a [2, 2] mesh the loss comes out as (B, P), which Session::Fetch cannot assemble yet; the
+// trainer sums the P shards itself (FetchScalarByShards) and must get the one-rank loss.
+TEST_F(TrainerTest, TwoDimensionalMeshLossIsAssembledFromShards) {
+  TrainerOptions o;
+  o.mlp = models::MlpConfig{.width = 16, .depth = 2};
+  o.batch = 8;
+  o.learning_rate = 0.5;
+  const std::vector<double> one = Train(o, 2, registry_.get());
+  o.layout = models::ParallelLayout{.dp = 2, .tp = 2};
+  const std::vector<double> mesh = Train(o, 2, registry_.get());
+  ASSERT_EQ(one.size(), 2u);
+  ASSERT_EQ(mesh.size(), 2u);
+  for (int step = 0; step < 2; ++step) EXPECT_NEAR(mesh[step], one[step], 1e-5 * one[step]) << "step " << step;
+}
+
+TEST_F(TrainerTest, BadOptionsNameTheField) {
+  TrainerOptions o = TinyGpt();
+  o.batch = 3;
+  o.micro_batches = 2;
+  absl::StatusOr<std::unique_ptr<Trainer>> t = Trainer::Create(o, registry_.get());
+  ASSERT_EQ(t.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(t.status().message().find("micro_batches"), std::string::npos) << t.status();
+  o = TinyGpt();
+  o.gpt.n_head = 5;
+  t = Trainer::Create(o, registry_.get());
+  EXPECT_NE(t.status().message().find("n_head"), std::string::npos) << t.status();
+}
+
+TEST(TrainerFlagsTest, ParsesEveryFormAndNamesBadFlags) {
+  absl::StatusOr<TrainerFlags> f =
+      ParseTrainerFlags({"--model=gpt", "--dp", "2", "--steps=3", "--reuse_memory=false", "--timeline=/tmp/t", "--lr=0.1"});
+  ASSERT_TRUE(f.ok()) << f.status();
+  EXPECT_EQ(f->options.model, Workload::kGpt);
+  EXPECT_EQ(f->options.layout.dp, 2);
+  EXPECT_EQ(f->steps, 3);
+  EXPECT_FALSE(f->options.reuse_memory);
+  EXPECT_TRUE(ParseTrainerFlags({"--reuse_memory"})->options.reuse_memory);
+  EXPECT_EQ(f->timeline_dir, "/tmp/t");
+  EXPECT_DOUBLE_EQ(f->options.learning_rate, 0.1);
+  EXPECT_TRUE(ParseTrainerFlags({"--help"})->help);
+  EXPECT_NE(TrainerUsage().find("threads"), std::string::npos);
+  struct Case {
+    std::vector<std::string> args;
+    std::string message;
+  };
+  for (const Case& c : std::vector<Case>{{{"--dpp=2"}, "unknown flag '--dpp'"},
+                                         {{"--steps=ten"}, "--steps: expected an integer, got 'ten'"},
+                                         {{"--dp=0"}, "--dp: expected an integer >= 1"},
+                                         {{"--model=cnn"}, "--model: expected mlp or gpt"},
+                                         {{"--zero_stage=3"}, "--zero_stage"},
+                                         {{"--batch"}, "--batch: missing value"},
+                                         {{"steps"}, "unexpected argument 'steps'"}}) {
+    absl::StatusOr<TrainerFlags> bad = ParseTrainerFlags(c.args);
+    ASSERT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument) << c.args[0];
+    EXPECT_NE(bad.status().message().find(c.message), std::string::npos) << bad.status();
+  }
+}
+
+}  // namespace
+}  // namespace train
+}  // namespace oneflow_like
