@@ -33,6 +33,49 @@ class Ring {
   size_t head_ = 0;
 };
 
+// A list of indices stored in a shared array (CSR): no allocation per task or register.
+class IndexSpan {
+ public:
+  IndexSpan() = default;
+  IndexSpan(const int64_t* begin, const int64_t* end) : begin_(begin), end_(end) {}
+  const int64_t* begin() const { return begin_; }
+  const int64_t* end() const { return end_; }
+  bool empty() const { return begin_ == end_; }
+  size_t size() const { return static_cast<size_t>(end_ - begin_); }
+
+ private:
+  const int64_t* begin_ = nullptr;
+  const int64_t* end_ = nullptr;
+};
+
+// The consecutive indices [first, last), iterable like a list of them.
+class IndexRange {
+ public:
+  class Iterator {
+   public:
+    explicit Iterator(int64_t i) : i_(i) {}
+    int64_t operator*() const { return i_; }
+    Iterator& operator++() {
+      ++i_;
+      return *this;
+    }
+    bool operator!=(const Iterator& other) const { return i_ != other.i_; }
+
+   private:
+    int64_t i_;
+  };
+  IndexRange() = default;
+  IndexRange(int64_t first, int64_t last) : first_(first), last_(last) {}
+  Iterator begin() const { return Iterator(first_); }
+  Iterator end() const { return Iterator(last_); }
+  bool empty() const { return first_ == last_; }
+  size_t size() const { return static_cast<size_t>(last_ - first_); }
+
+ private:
+  int64_t first_ = 0;
+  int64_t last_ = 0;
+};
+
 // kCollective fires only together with its partners (same group and global_order).
 enum class Kind { kInputSource, kHolder, kRepeat, kAccumulate, kOrdinary, kInputless, kCollective };
 
@@ -53,7 +96,7 @@ class Simulator {
     int64_t producer = -1;  // task index
     int64_t produced = 0;
     int64_t released = 0;  // buffers every consumer has returned
-    std::vector<int64_t> edges;
+    IndexRange edges;  // its consumers' edges, consecutive in edges_
     Ring outstanding;  // buffers [released, produced)
   };
   struct Edge {
@@ -69,8 +112,8 @@ class Simulator {
     int64_t phase = 0;  // REPEAT: emissions of the current input; ACCUMULATE: inputs summed
     int64_t emitted = 0;
     int64_t read = 0;
-    std::vector<int64_t> in_edges;
-    std::vector<int64_t> out_registers;
+    IndexSpan in_edges;       // into task_edges_
+    IndexSpan out_registers;  // into task_registers_
     int64_t rendezvous = -1;  // kCollective: index into rendezvous_
   };
 
@@ -113,6 +156,8 @@ class Simulator {
   std::vector<Task> tasks_;
   std::vector<bool> queued_;
   std::vector<int64_t> worklist_;
+  std::vector<int64_t> task_edges_;      // every task's in_edges, task by task
+  std::vector<int64_t> task_registers_;  // every task's out_registers, task by task
   std::vector<std::vector<int64_t>> rendezvous_;  // member tasks of one collective call
 };
 
@@ -128,22 +173,45 @@ void Simulator::Build() {
   }
   tasks_.resize(index_.num_tasks());
   std::map<std::pair<std::vector<int32_t>, int64_t>, int64_t> rendezvous_of;
+  // Edges register by register; then each task's in-edges and produced registers as CSR lists
+  // (a task's edges in edge order, as if appended while walking the registers).
+  std::vector<int64_t> edge_start(tasks_.size() + 1, 0);
   for (int64_t r = 0; r < static_cast<int64_t>(regs_.size()); ++r) {
+    const int64_t first = static_cast<int64_t>(edges_.size());
     for (const TaskRefProto& consumer : regs_[r].proto->consumers()) {
       const int64_t t = index_.TaskIndex(consumer.task_id());
       if (t < 0) continue;
-      regs_[r].edges.push_back(static_cast<int64_t>(edges_.size()));
-      tasks_[t].in_edges.push_back(static_cast<int64_t>(edges_.size()));
+      ++edge_start[t + 1];
       edges_.push_back(Edge{r, t});
     }
+    regs_[r].edges = IndexRange(first, static_cast<int64_t>(edges_.size()));
+  }
+  for (size_t t = 0; t < tasks_.size(); ++t) edge_start[t + 1] += edge_start[t];
+  task_edges_.resize(edges_.size());
+  {
+    std::vector<int64_t> fill(edge_start.begin(), edge_start.end() - 1);
+    for (int64_t e = 0; e < static_cast<int64_t>(edges_.size()); ++e) {
+      task_edges_[fill[edges_[e].task]++] = e;
+    }
+  }
+  std::vector<int64_t> register_start(tasks_.size() + 1, 0);
+  for (int64_t t = 0; t < index_.num_tasks(); ++t) {
+    for (int64_t id : index_.task(t).produced_register_ids()) {
+      const int64_t r = index_.ProducingIndex(id);  // regs_ follows producing_registers()
+      if (r >= 0) task_registers_.push_back(r);
+    }
+    register_start[t + 1] = static_cast<int64_t>(task_registers_.size());
+  }
+  for (int64_t t = 0; t < index_.num_tasks(); ++t) {
+    const int64_t* edges = task_edges_.data();
+    const int64_t* registers = task_registers_.data();
+    tasks_[t].in_edges = IndexSpan(edges + edge_start[t], edges + edge_start[t + 1]);
+    tasks_[t].out_registers =
+        IndexSpan(registers + register_start[t], registers + register_start[t + 1]);
   }
   for (int64_t t = 0; t < index_.num_tasks(); ++t) {
     const TaskProto& proto = index_.task(t);
     Task& task = tasks_[t];
-    for (int64_t id : proto.produced_register_ids()) {
-      const int64_t r = index_.ProducingIndex(id);  // regs_ follows producing_registers()
-      if (r >= 0) task.out_registers.push_back(r);
-    }
     if (proto.type() == TaskProto::SOURCE) {
       const bool holder = index_.IsVariableHolder(proto);
       task.kind = holder ? Kind::kHolder : Kind::kInputSource;
@@ -321,15 +389,15 @@ std::string Simulator::Describe(int64_t t) const {
 
 PlanSimulation Simulator::Finish(int max_reported_tasks) const {
   PlanSimulation result;
-  result.emitted.reserve(tasks_.size());
-  result.read.reserve(tasks_.size());
+  result.emitted_by_index.resize(tasks_.size());
+  result.read_by_index.resize(tasks_.size());
   bool sources_unfinished = false;
   bool half_way = false;
   std::vector<int64_t> blocked;  // tasks that want to fire but cannot, in plan order
   for (int64_t t = 0; t < static_cast<int64_t>(tasks_.size()); ++t) {
     const Task& task = tasks_[t];
-    result.emitted[index_.task(t).id()] = task.emitted;
-    result.read[index_.task(t).id()] = task.read;
+    result.emitted_by_index[t] = task.emitted;
+    result.read_by_index[t] = task.read;
     bool wants = task.phase > 0;
     half_way = half_way || task.phase > 0;
     if (task.kind == Kind::kInputSource || task.kind == Kind::kHolder) {
@@ -395,7 +463,12 @@ absl::StatusOr<PlanSimulation> SimulatePlan(const PlanIndex& index, int64_t step
 absl::StatusOr<PlanSimulation> SimulatePlan(const PlanProto& plan, int64_t steps,
                                             int max_reported_tasks) {
   ASSIGN_OR_RETURN(PlanIndex index, PlanIndex::Build(plan));
-  return SimulatePlan(index, steps, max_reported_tasks);
+  ASSIGN_OR_RETURN(PlanSimulation result, SimulatePlan(index, steps, max_reported_tasks));
+  for (int64_t t = 0; t < index.num_tasks(); ++t) {
+    result.emitted[index.task(t).id()] = result.emitted_by_index[t];
+    result.read[index.task(t).id()] = result.read_by_index[t];
+  }
+  return result;
 }
 
 }  // namespace compiler

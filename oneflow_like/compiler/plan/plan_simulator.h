@@ -40,6 +40,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
@@ -56,8 +57,12 @@ struct PlanSimulation {
   std::string report;
   // Per task id: buffers emitted on each produced register (REPEAT: emissions) and buffers
   // read from each consumed register (ACCUMULATE: inputs summed). Equal for ordinary tasks.
+  // Filled by the PlanProto overload of SimulatePlan only.
   absl::flat_hash_map<int64_t, int64_t> emitted;
   absl::flat_hash_map<int64_t, int64_t> read;
+  // The same per PlanIndex task index (plan order); filled by both overloads.
+  std::vector<int64_t> emitted_by_index;
+  std::vector<int64_t> read_by_index;
 };
 
 // REQUIRES: `plan` passes VerifyPlan(plan, {.steps = 0}) (ids resolve, lists agree); the
@@ -65,7 +70,8 @@ struct PlanSimulation {
 absl::StatusOr<PlanSimulation> SimulatePlan(const PlanProto& plan, int64_t steps,
                                             int max_reported_tasks = 4);
 
-// The same on an existing index (used by VerifyPlan).
+// The same on an existing index (used by VerifyPlan), but it fills only the *_by_index
+// counts (no per-id maps).
 absl::StatusOr<PlanSimulation> SimulatePlan(const PlanIndex& index, int64_t steps,
                                             int max_reported_tasks = 4);
 

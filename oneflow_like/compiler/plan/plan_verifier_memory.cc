@@ -35,31 +35,31 @@ std::string Describe(int32_t rank, const Placement& p) {
 
 absl::Status CheckLocation(int32_t rank, const RegisterProto& reg, const MemoryBlockProto& block,
                            int64_t alignment) {
-  const std::string label = PlanIndex::RegisterLabel(rank, reg);
+  auto label = [&] { return PlanIndex::RegisterLabel(rank, reg); };  // built only for errors
   const MemoryLocationProto& memory = reg.memory();
   if (memory.offset() < 0 || memory.buffer_bytes() < 0) {
-    return PlanError(absl::StrCat(label, " has a negative offset or buffer_bytes"));
+    return PlanError(absl::StrCat(label(), " has a negative offset or buffer_bytes"));
   }
   if (alignment > 1 &&
       (memory.offset() % alignment != 0 || memory.buffer_bytes() % alignment != 0)) {
-    return PlanError(absl::StrCat(label, " is not ", alignment, "-byte aligned: offset ",
+    return PlanError(absl::StrCat(label(), " is not ", alignment, "-byte aligned: offset ",
                                   memory.offset(), ", buffer_bytes ", memory.buffer_bytes()));
   }
   const __int128 end = static_cast<__int128>(memory.offset()) +
                        static_cast<__int128>(reg.count()) * memory.buffer_bytes();
   if (end > block.size_bytes()) {
-    return PlanError(absl::StrCat(label, " needs bytes [", memory.offset(), ", ",
+    return PlanError(absl::StrCat(label(), " needs bytes [", memory.offset(), ", ",
                                   static_cast<int64_t>(end), ") of block ", block.id(),
                                   ", which has only ", block.size_bytes(), " bytes"));
   }
   if (memory.slot_offsets_size() != reg.slots_size()) {
-    return PlanError(absl::StrCat(label, " has ", reg.slots_size(), " slot(s) but ",
+    return PlanError(absl::StrCat(label(), " has ", reg.slots_size(), " slot(s) but ",
                                   memory.slot_offsets_size(), " slot offset(s)"));
   }
   for (int s = 0; s < reg.slots_size(); ++s) {
     const int64_t bytes = SlotBytes(reg.slots(s));
     if (memory.slot_offsets(s) < 0 || memory.slot_offsets(s) + bytes > memory.buffer_bytes()) {
-      return PlanError(absl::StrCat(label, " slot ", s, " (", SlotText(reg.slots(s)), ", ", bytes,
+      return PlanError(absl::StrCat(label(), " slot ", s, " (", SlotText(reg.slots(s)), ", ", bytes,
                                     " bytes) at offset ", memory.slot_offsets(s),
                                     " does not fit in a buffer of ", memory.buffer_bytes(),
                                     " bytes"));
@@ -155,13 +155,13 @@ using StreamKey = std::tuple<std::string, int32_t, int32_t>;  // device type, in
 std::string Lifetime(const PlanIndex& index, const PlanSimulation& simulation, int64_t steps,
                      const RegisterProto& reg, Placement* p) {
   const int64_t firings = steps * index.plan().pieces_per_step();
-  auto count_of = [](const absl::flat_hash_map<int64_t, int64_t>& counts, int64_t id) {
-    auto it = counts.find(id);
-    return it == counts.end() ? int64_t{-1} : it->second;
+  auto count_of = [&index](const std::vector<int64_t>& counts, int64_t id) {
+    const int64_t t = index.TaskIndex(id);
+    return t < 0 || t >= static_cast<int64_t>(counts.size()) ? int64_t{-1} : counts[t];
   };
   if (reg.count() != 1) return absl::StrCat("it has count ", reg.count());
   const TaskProto* producer = index.FindTask(reg.producer().task_id());
-  const int64_t emitted = count_of(simulation.emitted, producer->id());
+  const int64_t emitted = count_of(simulation.emitted_by_index, producer->id());
   if (emitted != firings) {
     return absl::StrCat("its producer emits it ", emitted, " times in ", steps,
                         " step(s), not once per piece");
@@ -169,17 +169,17 @@ std::string Lifetime(const PlanIndex& index, const PlanSimulation& simulation, i
   p->first_use = p->last_use = producer->order_in_stream();
   for (const TaskRefProto& ref : reg.consumers()) {
     const TaskProto* consumer = index.FindTask(ref.task_id());
-    const std::string label = PlanIndex::TaskLabel(*consumer);
+    auto label = [&] { return PlanIndex::TaskLabel(*consumer); };  // built only for reasons
     if (consumer->rank() != producer->rank() ||
         consumer->device().type() != producer->device().type() ||
         consumer->device().index() != producer->device().index() ||
         consumer->stream_id() != producer->stream_id()) {
-      return absl::StrCat("its consumer ", label, " runs on another stream than its producer");
+      return absl::StrCat("its consumer ", label(), " runs on another stream than its producer");
     }
-    if (consumer->type() == TaskProto::REPEAT) return absl::StrCat(label, " holds it");
-    if (index.IsVariableHolder(*consumer)) return absl::StrCat(label, " reads it a step later");
-    if (count_of(simulation.read, consumer->id()) != firings) {
-      return absl::StrCat("its consumer ", label, " does not read once per piece");
+    if (consumer->type() == TaskProto::REPEAT) return absl::StrCat(label(), " holds it");
+    if (index.IsVariableHolder(*consumer)) return absl::StrCat(label(), " reads it a step later");
+    if (count_of(simulation.read_by_index, consumer->id()) != firings) {
+      return absl::StrCat("its consumer ", label(), " does not read once per piece");
     }
     p->last_use = std::max(p->last_use, consumer->order_in_stream());
   }
@@ -191,13 +191,20 @@ struct Entry {
   Placement placement;
   int64_t stream = -1;  // index into the rank's streams; -1: no lifetime (see `why`)
   int64_t cls = 0;      // `stream`, or a unique negative id when there is no lifetime
-  std::string why;      // for messages: why there is no lifetime, or which stream it is on
+  std::string why;      // for messages: why there is no lifetime (empty when it has one)
 };
 
 // Registers of different streams, or without a lifetime, may not share bytes at all. Sweeps
 // by offset keeping the two furthest-reaching entries of distinct classes (a class is a
 // stream, or the entry alone when it has no lifetime).
-absl::Status CheckClasses(int32_t rank, int64_t block, std::vector<const Entry*> entries) {
+absl::Status CheckClasses(int32_t rank, int64_t block, std::vector<const Entry*> entries,
+                          const std::vector<StreamKey>& stream_keys) {
+  auto why = [&](const Entry* e) {
+    if (e->stream < 0) return e->why;
+    const StreamKey& key = stream_keys[e->stream];
+    return absl::StrCat("it has a lifetime on stream ", std::get<0>(key), ":", std::get<1>(key),
+                        "/", std::get<2>(key));
+  };
   std::stable_sort(entries.begin(), entries.end(), [](const Entry* a, const Entry* b) {
     return a->placement.begin < b->placement.begin;
   });
@@ -211,7 +218,7 @@ absl::Status CheckClasses(int32_t rank, int64_t block, std::vector<const Entry*>
       return PlanError(absl::StrCat(
           Describe(rank, other->placement), " and ", Describe(rank, e->placement),
           " share bytes of block ", block,
-          ", but their lifetimes cannot be ordered (first: ", other->why, "; second: ", e->why,
+          ", but their lifetimes cannot be ordered (first: ", why(other), "; second: ", why(e),
           "); only registers with count 1 whose producer "
           "and consumers run once per piece on one stream may share bytes"));
     }
@@ -287,8 +294,7 @@ absl::Status CheckMemoryReuse(const PlanIndex& index, const PlanSimulation& simu
         auto [it, fresh] = streams.emplace(key, static_cast<int64_t>(stream_keys.size()));
         if (fresh) stream_keys.push_back(key);
         entry.stream = it->second;
-        entry.why = absl::StrCat("it has a lifetime on stream ", std::get<0>(key), ":",
-                                 std::get<1>(key), "/", std::get<2>(key));
+        // entry.why stays empty: CheckClasses spells the stream out only for an error message.
       }
       entry.cls = entry.stream >= 0 ? entry.stream : -2 - static_cast<int64_t>(entries.size());
       entries.push_back(std::move(entry));
@@ -300,7 +306,9 @@ absl::Status CheckMemoryReuse(const PlanIndex& index, const PlanSimulation& simu
       by_block[block].push_back(&entry);
       if (entry.stream >= 0) by_stream[{block, entry.stream}].push_back(&entry.placement);
     }
-    for (auto& [block, list] : by_block) RETURN_IF_ERROR(CheckClasses(rank, block, list));
+    for (auto& [block, list] : by_block) {
+      RETURN_IF_ERROR(CheckClasses(rank, block, list, stream_keys));
+    }
     for (auto& [key, list] : by_stream) {
       RETURN_IF_ERROR(CheckLifetimes(rank, key.first, std::get<2>(stream_keys[key.second]), list));
     }
