@@ -7,6 +7,7 @@
 // Usage (build optimized):
 //   bazel run -c opt //tools/bench:compile_bench                 # 8, 64, 512 ranks
 //   bazel run -c opt //tools/bench:compile_bench -- 8 64         # chosen world sizes
+//   bazel run -c opt //tools/bench:compile_bench -- --collective 512   # GPU-style boxing tasks
 // A world size W picks the layout of the table below (W must be one of them).
 #include <chrono>
 #include <cstdio>
@@ -34,7 +35,7 @@ const Case kCases[] = {
     {512, {.dp = 8, .tp = 8, .pp = 8}},
 };
 
-int Run(const std::vector<int64_t>& worlds) {
+int Run(const std::vector<int64_t>& worlds, bool collective) {
   OpRegistry registry;
   absl::Status registered = RegisterBuiltinOps(&registry);
   if (!registered.ok()) {
@@ -42,7 +43,8 @@ int Run(const std::vector<int64_t>& worlds) {
     return 1;
   }
   std::printf("GPT decoder: 24 layers, n_embd 1024, 16 heads, seq 1024, vocab 50304, 2 sequences per dp rank,\n"
-              "4 micro-batches, AdamW; CPU point-to-point boxing; times in seconds\n\n");
+              "4 micro-batches, AdamW; %s boxing; times in seconds\n\n",
+              collective ? "collective (GPU/NCCL-style)" : "CPU point-to-point");
   std::printf("%6s %10s %8s %9s %10s %9s | %7s %7s %7s %7s %7s %7s | %7s %10s\n", "ranks", "dp.tp.pp", "ops",
               "tasks", "registers", "plan MB", "build", "passes", "sbp", "lower", "verify", "seal", "total",
               "us/op/rank");
@@ -67,6 +69,7 @@ int Run(const std::vector<int64_t>& worlds) {
     }
     const double build = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     compiler::CompileOptions options;
+    if (collective) options.boxing = compiler::BoxingStyle::kCollective;
     options.on_phase = [world](const std::string& phase, double seconds) {
       std::fprintf(stderr, "  [%lld ranks] %-14s %7.2f s\n", static_cast<long long>(world), phase.c_str(), seconds);
     };
@@ -104,7 +107,14 @@ int Run(const std::vector<int64_t>& worlds) {
 
 int main(int argc, char** argv) {
   std::vector<int64_t> worlds;
-  for (int i = 1; i < argc; ++i) worlds.push_back(std::atoll(argv[i]));
+  bool collective = false;
+  for (int i = 1; i < argc; ++i) {
+    if (std::string(argv[i]) == "--collective") {
+      collective = true;
+    } else {
+      worlds.push_back(std::atoll(argv[i]));
+    }
+  }
   if (worlds.empty()) worlds = {8, 64, 512};
-  return oneflow_like::Run(worlds);
+  return oneflow_like::Run(worlds, collective);
 }
