@@ -17,21 +17,14 @@ using compiler::GraphBuilder;
 using compiler::OpOptions;
 using compiler::TensorRef;
 
-absl::Status CheckPositive(const char* field, int64_t value) {
-  if (value > 0) return absl::OkStatus();
-  return absl::InvalidArgumentError(absl::StrCat("gpt: ", field, " must be positive, got ", value));
-}
-
 absl::Status CheckConfig(const GptConfig& c, const ParallelLayout& l) {
-  RETURN_IF_ERROR(CheckPositive("vocab", c.vocab));
-  RETURN_IF_ERROR(CheckPositive("seq_len", c.seq_len));
-  RETURN_IF_ERROR(CheckPositive("n_layer", c.n_layer));
-  RETURN_IF_ERROR(CheckPositive("n_embd", c.n_embd));
-  RETURN_IF_ERROR(CheckPositive("n_head", c.n_head));
-  RETURN_IF_ERROR(CheckPositive("batch", c.batch));
-  RETURN_IF_ERROR(CheckPositive("layout.dp", l.dp));
-  RETURN_IF_ERROR(CheckPositive("layout.tp", l.tp));
-  RETURN_IF_ERROR(CheckPositive("layout.pp", l.pp));
+  RETURN_IF_ERROR(CheckPositive("gpt", "vocab", c.vocab));
+  RETURN_IF_ERROR(CheckPositive("gpt", "seq_len", c.seq_len));
+  RETURN_IF_ERROR(CheckPositive("gpt", "n_layer", c.n_layer));
+  RETURN_IF_ERROR(CheckPositive("gpt", "n_embd", c.n_embd));
+  RETURN_IF_ERROR(CheckPositive("gpt", "n_head", c.n_head));
+  RETURN_IF_ERROR(CheckPositive("gpt", "batch", c.batch));
+  RETURN_IF_ERROR(CheckLayout("gpt", l, c.n_layer, "n_layer"));
   if (c.n_embd % c.n_head != 0) {
     return absl::InvalidArgumentError(
         absl::StrCat("gpt: n_embd (", c.n_embd, ") must be divisible by n_head (", c.n_head, ")"));
@@ -40,44 +33,8 @@ absl::Status CheckConfig(const GptConfig& c, const ParallelLayout& l) {
     return absl::InvalidArgumentError(absl::StrCat("gpt: gelu_approximate must be \"none\" (erf, as torch) or ",
                                                    "\"tanh\", got \"", c.gelu_approximate, "\""));
   }
-  if (c.n_layer < l.pp) {
-    return absl::InvalidArgumentError(absl::StrCat("gpt: n_layer (", c.n_layer, ") must be at least the number of ",
-                                                   "pipeline stages (layout.pp = ", l.pp, ")"));
-  }
   return absl::OkStatus();
 }
-
-// Placements and SBP helpers of one stage: a [dp, tp] mesh, 1-D when one degree is 1.
-class StageMesh {
- public:
-  StageMesh(const ParallelLayout& layout, int64_t stage) : layout_(layout) {
-    std::vector<Rank> ranks;
-    const int64_t size = layout.dp * layout.tp;
-    for (int64_t i = 0; i < size; ++i) ranks.push_back(Rank(static_cast<int32_t>(stage * size + i)));
-    if (layout.dp > 1 && layout.tp > 1) {
-      placement_ = *Placement::Create(DeviceType::kCpu, std::move(ranks), {layout.dp, layout.tp});
-    } else {
-      placement_ = Placement(DeviceType::kCpu, std::move(ranks));
-    }
-  }
-  const Placement& placement() const { return placement_; }
-  bool two_d() const { return placement_.num_hierarchy_axes() == 2; }
-  // Split on the batch over the dp axis (B on the tp axis).
-  NdSbp Data() const {
-    if (two_d()) return NdSbp({Sbp::Split(0), Sbp::Broadcast()});
-    return NdSbp({layout_.dp > 1 ? Sbp::Split(0) : Sbp::Broadcast()});
-  }
-  // Split `axis` over the tp axis (B on the dp axis); nullopt without tensor parallelism.
-  std::optional<NdSbp> Model(int axis) const {
-    if (layout_.tp == 1) return std::nullopt;
-    if (two_d()) return NdSbp({Sbp::Broadcast(), Sbp::Split(axis)});
-    return NdSbp({Sbp::Split(axis)});
-  }
-
- private:
-  ParallelLayout layout_;
-  Placement placement_;
-};
 
 class GptWriter {
  public:

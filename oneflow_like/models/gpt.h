@@ -37,6 +37,7 @@
 
 #include "oneflow_like/compiler/graph.h"
 #include "oneflow_like/core/proto/job.pb.h"
+#include "oneflow_like/models/layout.h"
 
 namespace oneflow_like {
 namespace models {
@@ -55,13 +56,6 @@ struct GptConfig {
   int64_t batch = 8;  // sequences per piece (micro-batch)
   GptInit init = GptInit::kPortable;
   std::string gelu_approximate = "none";  // gelu's attr: "none" (erf, as torch) or "tanh"
-};
-
-struct ParallelLayout {
-  int64_t dp = 1;  // data-parallel degree
-  int64_t tp = 1;  // tensor-parallel degree
-  int64_t pp = 1;  // pipeline stages
-  int64_t world() const { return dp * tp * pp; }
 };
 
 struct TrainOptions {

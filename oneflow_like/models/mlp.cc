@@ -17,36 +17,6 @@ using compiler::GraphBuilder;
 using compiler::OpOptions;
 using compiler::TensorRef;
 
-absl::Status CheckPositive(const char* field, int64_t value) {
-  if (value > 0) return absl::OkStatus();
-  return absl::InvalidArgumentError(absl::StrCat("mlp: ", field, " must be positive, got ", value));
-}
-
-// One pipeline stage's ranks as a [dp, tp] mesh (1-D when a degree is 1), with its SBPs.
-struct Mesh {
-  Placement placement;
-  bool two_d = false;
-  int64_t dp = 1, tp = 1;
-
-  Mesh(const ParallelLayout& layout, int64_t stage) : dp(layout.dp), tp(layout.tp) {
-    std::vector<Rank> ranks;
-    const int64_t size = layout.dp * layout.tp;
-    for (int64_t i = 0; i < size; ++i) ranks.push_back(Rank(static_cast<int32_t>(stage * size + i)));
-    two_d = layout.dp > 1 && layout.tp > 1;
-    placement = two_d ? *Placement::Create(DeviceType::kCpu, std::move(ranks), {layout.dp, layout.tp})
-                      : Placement(DeviceType::kCpu, std::move(ranks));
-  }
-  NdSbp Data() const {
-    if (two_d) return NdSbp({Sbp::Split(0), Sbp::Broadcast()});
-    return NdSbp({dp > 1 ? Sbp::Split(0) : Sbp::Broadcast()});
-  }
-  std::optional<NdSbp> Model(int axis) const {
-    if (tp == 1) return std::nullopt;
-    if (two_d) return NdSbp({Sbp::Broadcast(), Sbp::Split(axis)});
-    return NdSbp({Sbp::Split(axis)});
-  }
-};
-
 }  // namespace
 
 std::vector<std::string> MlpParameterNames(const MlpConfig& config) {
@@ -62,36 +32,30 @@ int64_t MlpParameterCount(const MlpConfig& c) { return c.depth * (c.width * c.wi
 
 absl::StatusOr<compiler::Graph> BuildMlpJob(const OpRegistry& registry, const MlpConfig& c,
                                             const ParallelLayout& l, const TrainOptions& train) {
-  RETURN_IF_ERROR(CheckPositive("width", c.width));
-  RETURN_IF_ERROR(CheckPositive("depth", c.depth));
-  RETURN_IF_ERROR(CheckPositive("batch", c.batch));
-  RETURN_IF_ERROR(CheckPositive("layout.dp", l.dp));
-  RETURN_IF_ERROR(CheckPositive("layout.tp", l.tp));
-  RETURN_IF_ERROR(CheckPositive("layout.pp", l.pp));
-  if (c.depth < l.pp) {
-    return absl::InvalidArgumentError(absl::StrCat("mlp: depth (", c.depth, ") must be at least the number of ",
-                                                   "pipeline stages (layout.pp = ", l.pp, ")"));
-  }
+  RETURN_IF_ERROR(CheckPositive("mlp", "width", c.width));
+  RETURN_IF_ERROR(CheckPositive("mlp", "depth", c.depth));
+  RETURN_IF_ERROR(CheckPositive("mlp", "batch", c.batch));
+  RETURN_IF_ERROR(CheckLayout("mlp", l, c.depth, "depth"));
   GraphBuilder b(&registry, "mlp");
   const int64_t per_stage = (c.depth + l.pp - 1) / l.pp;
   const double init_std = 1.0 / std::sqrt(3.0 * static_cast<double>(c.width));  // bound 1/sqrt(in)
-  Mesh first(l, 0);
-  TensorRef h = b.Input("x", {c.batch, c.width}, DataType::kFloat32, first.placement, first.Data());
+  StageMesh first(l, 0);
+  TensorRef h = b.Input("x", {c.batch, c.width}, DataType::kFloat32, first.placement(), first.Data());
   uint64_t stream = 0;
   for (int64_t i = 0; i < c.depth; ++i) {
     const int64_t stage = std::min<int64_t>(i / per_stage, l.pp - 1);
-    Mesh mesh(l, stage);
+    StageMesh mesh(l, stage);
     const bool column = i % 2 == 0 && i + 1 < c.depth;  // Megatron pair: column then row
     const bool row = i % 2 == 1;
     const std::string name = absl::StrCat("fc", i);
     std::optional<NdSbp> w_sbp = column ? mesh.Model(0) : row ? mesh.Model(1) : std::nullopt;
     TensorRef w = b.Variable(name + ".weight", {c.width, c.width}, compiler::PortableInit(init_std, stream++, train.seed),
-                             DataType::kFloat32, mesh.placement, w_sbp);
+                             DataType::kFloat32, mesh.placement(), w_sbp);
     TensorRef bias = b.Variable(name + ".bias", {c.width}, compiler::PortableInit(init_std, stream++, train.seed),
-                                DataType::kFloat32, mesh.placement, column ? mesh.Model(0) : std::nullopt);
+                                DataType::kFloat32, mesh.placement(), column ? mesh.Model(0) : std::nullopt);
     OpOptions o;
     o.stage = static_cast<int>(stage);
-    o.placement = mesh.placement;
+    o.placement = mesh.placement();
     o.name = name;
     h = b.Op("matmul", {h, w}, {{"transpose_b", true}}, o);
     o.name = name + ".bias_add";
@@ -101,11 +65,11 @@ absl::StatusOr<compiler::Graph> BuildMlpJob(const OpRegistry& registry, const Ml
       h = b.Op("relu", {h}, {}, o);
     }
   }
-  Mesh last(l, l.pp - 1);
-  TensorRef target = b.Input("target", {c.batch, c.width}, DataType::kFloat32, last.placement, last.Data());
+  StageMesh last(l, l.pp - 1);
+  TensorRef target = b.Input("target", {c.batch, c.width}, DataType::kFloat32, last.placement(), last.Data());
   OpOptions o;
   o.stage = static_cast<int>(l.pp - 1);
-  o.placement = last.placement;
+  o.placement = last.placement();
   o.name = "mse.diff";
   TensorRef diff = b.Op("sub", {h, target}, {}, o);
   o.name = "mse.square";
