@@ -189,16 +189,30 @@ absl::StatusOr<Tensor> Session::Assemble(const std::string& name,
     partial = partial || sbp.kind() == SbpProto::PARTIAL_SUM;
     broadcast = broadcast || sbp.kind() == SbpProto::BROADCAST;
   }
+  // Mixed B and P (e.g. a loss on a data x tensor mesh, (B, P)): a partial sum counts each
+  // contributor once, so only the copy at mesh coordinate 0 of every B axis takes part.
+  const std::vector<std::pair<int, Tensor>>* parts = &shards;
+  std::vector<std::pair<int, Tensor>> first_copies;
   if (partial && broadcast) {
-    return absl::UnimplementedError(absl::StrCat("assembling '", name,
-                                                 "' with nd_sbp mixing B and P needs the "
-                                                 "placement hierarchy; fetch shards per rank instead"));
+    for (const auto& entry : shards) {
+      const ShardInfoProto& info = runtime(entry.first)->FindBinding(name)->shard();
+      if (info.mesh_coords_size() != info.nd_sbp().sbp_size()) {
+        return absl::InvalidArgumentError(absl::StrCat("assembling '", name, "': the plan's shard info of rank ",
+                                                       entry.first, " has no mesh coordinates"));
+      }
+      bool first_copy = true;
+      for (int a = 0; a < info.nd_sbp().sbp_size(); ++a) {
+        if (info.nd_sbp().sbp(a).kind() == SbpProto::BROADCAST && info.mesh_coords(a) != 0) first_copy = false;
+      }
+      if (first_copy) first_copies.push_back(entry);
+    }
+    parts = &first_copies;
   }
   Tensor result(first->shard().logical_dims().empty() ? shards.front().second.desc()
                                                       : TensorDesc{shards.front().second.dtype(), logical});
   // (offset, rank) of the regions written so far, to check broadcast copies against.
   std::vector<std::pair<std::vector<int64_t>, const std::pair<int, Tensor>*>> written;
-  for (const auto& entry : shards) {
+  for (const auto& entry : *parts) {
     const TensorBindingProto* binding = runtime(entry.first)->FindBinding(name);
     std::vector<int64_t> offset(binding->shard().offset().begin(), binding->shard().offset().end());
     offset.resize(result.shape().num_axes(), 0);

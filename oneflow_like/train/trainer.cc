@@ -49,39 +49,6 @@ std::string SbpText(const google::protobuf::RepeatedPtrField<NdSbpProto>& list) 
 
 }  // namespace
 
-// Workaround for Session::Fetch, which cannot assemble an output whose nd_sbp mixes B and P on a
-// 2-D mesh (Unimplemented: "needs the placement hierarchy"). The loss is a scalar, so the
-// value is the sum of the shards that sit at coordinate 0 on every non-P mesh axis. The ranks
-// holding the binding, ascending, are the mesh in row-major order over [dp, tp].
-absl::StatusOr<double> Trainer::FetchScalarByShards(const std::string& name, int64_t firing) const {
-  std::vector<std::pair<int, NdSbpProto>> holders;
-  for (const RankPlanProto& rank : plan_.rank_plans()) {
-    for (const TensorBindingProto& b : rank.bindings()) {
-      if (b.tensor_name() == name && b.kind() == TensorBindingProto::OUTPUT) {
-        holders.emplace_back(rank.rank(), b.shard().nd_sbp());
-      }
-    }
-  }
-  std::sort(holders.begin(), holders.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
-  const std::vector<int64_t> mesh = {options_.layout.dp, options_.layout.tp};
-  double sum = 0;
-  for (size_t i = 0; i < holders.size(); ++i) {
-    const NdSbpProto& nd = holders[i].second;
-    if (nd.sbp_size() != 2 || static_cast<int64_t>(holders.size()) != mesh[0] * mesh[1]) {
-      return absl::UnimplementedError(absl::StrCat("trainer: cannot assemble '", name, "' from its shards"));
-    }
-    const int64_t coords[2] = {static_cast<int64_t>(i) / mesh[1], static_cast<int64_t>(i) % mesh[1]};
-    bool counted = true;
-    for (int axis = 0; axis < 2; ++axis) {
-      if (nd.sbp(axis).kind() != SbpProto::PARTIAL_SUM && coords[axis] != 0) counted = false;
-    }
-    if (!counted) continue;
-    ASSIGN_OR_RETURN(Tensor shard, session_->FetchShard(name, holders[i].first, firing));
-    sum += shard.GetAsDouble(0);
-  }
-  return sum;
-}
-
 absl::StatusOr<std::unique_ptr<Trainer>> Trainer::Create(const TrainerOptions& options, const OpRegistry* registry) {
   std::unique_ptr<Trainer> t(new Trainer());
   t->options_ = options;
@@ -171,15 +138,8 @@ absl::StatusOr<StepResult> Trainer::RunStep() {
   if (firings <= 0) return absl::InternalError("trainer: the step produced no 'loss'");
   double sum = 0;
   for (int64_t i = 0; i < firings; ++i) {
-    absl::StatusOr<Tensor> loss = session_->Fetch("loss", i);
-    if (loss.ok()) {
-      sum += loss->GetAsDouble(0);
-    } else if (loss.status().code() == absl::StatusCode::kUnimplemented) {
-      ASSIGN_OR_RETURN(double value, FetchScalarByShards("loss", i));
-      sum += value;
-    } else {
-      return loss.status();
-    }
+    ASSIGN_OR_RETURN(Tensor loss, session_->Fetch("loss", i));
+    sum += loss.GetAsDouble(0);
   }
   r.seconds = Now() - start;
   r.loss = sum / static_cast<double>(firings);

@@ -93,7 +93,6 @@ class Trainer {
  private:
   Trainer() = default;
   absl::Status FeedStep(int64_t step);
-  absl::StatusOr<double> FetchScalarByShards(const std::string& name, int64_t firing) const;
 
   TrainerOptions options_;
   int64_t batch_ = 0;       // per step

@@ -56,41 +56,14 @@ struct Trace {
 // Feeds piece `piece` of step `step` (whole logical tensors).
 using FeedFunction = std::function<absl::Status(actor::Session*, int step, int piece)>;
 
-// The loss of piece `piece`. Session::Fetch cannot assemble a value that is B on one mesh axis
-// and P on another (the plan's shard infos carry no hierarchy); then the shards of the ranks at
-// coordinate 0 of every B axis of `mesh` (the loss placement's hierarchy, ranks ascending in
-// row-major order) are added up here.
-absl::StatusOr<float> FetchLoss(const actor::Session& session, int piece, const std::vector<int64_t>& mesh) {
-  absl::StatusOr<Tensor> loss = session.Fetch("loss", piece);
-  if (loss.ok() || loss.status().code() != absl::StatusCode::kUnimplemented) {
-    RETURN_IF_ERROR(loss.status());
-    return loss->ToVector<float>().at(0);
-  }
-  std::vector<int> ranks;
-  for (int rank = 0; rank < 64; ++rank) {
-    if (session.runtime(rank) != nullptr && session.runtime(rank)->FindBinding("loss") != nullptr) ranks.push_back(rank);
-  }
-  int64_t devices = 1;
-  for (int64_t size : mesh) devices *= size;
-  if (static_cast<int64_t>(ranks.size()) != devices) {
-    return absl::InternalError(absl::StrCat("loss has ", ranks.size(), " shards for a mesh of ", devices));
-  }
-  const NdSbpProto& nd_sbp = session.runtime(ranks[0])->FindBinding("loss")->shard().nd_sbp();
-  float sum = 0;
-  for (int64_t index = 0; index < devices; ++index) {
-    bool counted = true;
-    for (int64_t axis = static_cast<int64_t>(mesh.size()) - 1, rest = index; axis >= 0; rest /= mesh[axis], --axis) {
-      if (nd_sbp.sbp(axis).kind() == SbpProto::BROADCAST && rest % mesh[axis] != 0) counted = false;
-    }
-    if (!counted) continue;
-    ASSIGN_OR_RETURN(Tensor shard, session.FetchShard("loss", ranks[index], piece));
-    sum += shard.ToVector<float>().at(0);
-  }
-  return sum;
+// The loss of piece `piece` (Session::Fetch assembles it: splits, B copies, P contributors).
+absl::StatusOr<float> FetchLoss(const actor::Session& session, int piece) {
+  ASSIGN_OR_RETURN(Tensor loss, session.Fetch("loss", piece));
+  return loss.ToVector<float>().at(0);
 }
 
 absl::StatusOr<Trace> Train(compiler::Graph graph, const OpRegistry* registry, const std::vector<std::string>& variables,
-                            const FeedFunction& feed, const std::vector<int64_t>& loss_mesh,
+                            const FeedFunction& feed,
                             bool reuse_memory = true) {
   compiler::CompileOptions options;
   options.reuse_memory = reuse_memory;
@@ -126,7 +99,7 @@ absl::StatusOr<Trace> Train(compiler::Graph graph, const OpRegistry* registry, c
                                               session->pieces_per_step()));
     }
     for (int piece = 0; piece < session->pieces_per_step(); ++piece) {
-      ASSIGN_OR_RETURN(float loss, FetchLoss(*session, piece, loss_mesh));
+      ASSIGN_OR_RETURN(float loss, FetchLoss(*session, piece));
       trace.losses.push_back(loss);
     }
   }
@@ -240,7 +213,7 @@ absl::Status FeedMlp(actor::Session* session, int step, int piece) {
 absl::StatusOr<Trace> TrainMlp(const MlpLayout& layout, const std::string& optimizer, bool reuse_memory = true) {
   const std::unique_ptr<OpRegistry> registry = compiler::testing::BuiltinRegistry();  // outlives graph and session
   ASSIGN_OR_RETURN(compiler::Graph graph, compiler::ParseGraph(MlpText(layout, optimizer), *registry));
-  return Train(std::move(graph), registry.get(), {"w1", "b1", "w2"}, FeedMlp, layout.mesh, reuse_memory);
+  return Train(std::move(graph), registry.get(), {"w1", "b1", "w2"}, FeedMlp, reuse_memory);
 }
 
 const char kSgd[] = "sgd(0.1, momentum=0.9)";
@@ -378,12 +351,7 @@ absl::StatusOr<Trace> TrainGpt(const models::ParallelLayout& layout, const model
     RETURN_IF_ERROR(session->Feed("idx", batch.inputs));
     return session->Feed("targets", batch.targets);
   };
-  // The loss lives on the last stage's [dp, tp] mesh.
-  std::vector<int64_t> mesh;
-  if (layout.dp > 1) mesh.push_back(layout.dp);
-  if (layout.tp > 1) mesh.push_back(layout.tp);
-  if (mesh.empty()) mesh.push_back(1);
-  return Train(std::move(graph), registry.get(), variables, feed, mesh, reuse_memory);
+  return Train(std::move(graph), registry.get(), variables, feed, reuse_memory);
 }
 
 // The key bias (h*.qkv.bias[C, 2C)) has an exactly zero gradient (softmax is invariant to

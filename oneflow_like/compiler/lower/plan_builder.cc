@@ -126,6 +126,8 @@ ShardInfoProto MakeShardInfo(const Shape& logical, const NdSbp& nd_sbp, const Pl
   const ShardSlice slice = GetShardSlice(logical, nd_sbp, placement.hierarchy(), parallel_id);
   for (int64_t o : slice.offset) info.add_offset(o);
   *info.mutable_nd_sbp() = nd_sbp.ToProto();
+  for (int64_t h : placement.hierarchy()) info.add_hierarchy(h);
+  for (int64_t c : placement.Coordinates(parallel_id)) info.add_mesh_coords(c);
   return info;
 }
 
