@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstring>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -379,6 +380,27 @@ absl::StatusOr<Tensor> Runtime::ReadVariableShard(const std::string& name) const
   }
   const RegisterLayout* layout = layout_by_id_.at(binding->slot().register_id());
   return layout->View(0, binding->slot().slot()).Clone();
+}
+
+absl::Status Runtime::WriteVariableShard(const std::string& name, const Tensor& shard) {
+  const TensorBindingProto* binding = FindBinding(name);
+  if (binding == nullptr || binding->kind() != TensorBindingProto::VARIABLE) {
+    return absl::NotFoundError(absl::StrCat("rank ", rank_.value(), " has no variable named '", name, "'"));
+  }
+  if (!StepDone()) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("writing variable '", name, "' on rank ", rank_.value(), " while a step is running"));
+  }
+  const RegisterLayout* layout = layout_by_id_.at(binding->slot().register_id());
+  Tensor target = layout->View(0, binding->slot().slot());
+  if (target.dtype() != shard.dtype() || target.shape() != shard.shape()) {
+    return absl::InvalidArgumentError(absl::StrCat("variable '", name, "' on rank ", rank_.value(), " holds ",
+                                                   DataTypeName(target.dtype()), target.shape().ToString(),
+                                                   "; the given shard is ", DataTypeName(shard.dtype()),
+                                                   shard.shape().ToString()));
+  }
+  std::memcpy(target.raw_data(), shard.raw_data(), target.byte_size());
+  return absl::OkStatus();
 }
 
 std::string Runtime::Report(int64_t timeout_ms) {

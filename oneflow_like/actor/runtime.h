@@ -134,6 +134,10 @@ class Runtime final : public ActorHost {
   absl::StatusOr<std::vector<Tensor>> TakeFetched(const std::string& name);
   // A copy of this rank's shard of variable `name`.
   absl::StatusOr<Tensor> ReadVariableShard(const std::string& name) const;
+  // Overwrites this rank's shard of variable `name` (e.g. from a checkpoint). REQUIRES: no
+  // step is running (StepDone()); FailedPrecondition otherwise, InvalidArgument when the
+  // shard's dtype or shape differs from the binding's.
+  absl::Status WriteVariableShard(const std::string& name, const Tensor& shard);
   // Every thread describes its actors (one line each). Waits up to `timeout_ms` for the
   // threads; a thread that does not answer (busy in an act) is named as such.
   std::string Report(int64_t timeout_ms);
