@@ -56,7 +56,9 @@ class GptWriter {
     x = Op("add", {x, wpe}, {}, "embed.add");
     for (int64_t layer = 0; layer < c_.n_layer; ++layer) {
       stage_ = std::min<int64_t>(layer / per_stage, l_.pp - 1);
+      recompute_ = train.recompute;  // only the blocks' ops are recomputed
       x = Block(absl::StrCat("h", layer), x);
+      recompute_ = false;
     }
     stage_ = l_.pp - 1;
     StageMesh last(l_, stage_);
@@ -103,6 +105,7 @@ class GptWriter {
     OpOptions o;
     o.name = name;
     o.stage = static_cast<int>(stage_);
+    o.recompute = recompute_;
     o.placement = Mesh().placement();
     return b_.Op(type, inputs, std::move(attrs), std::move(o));
   }
@@ -113,6 +116,7 @@ class GptWriter {
     OpOptions o;
     o.name = name;
     o.stage = static_cast<int>(stage_);
+    o.recompute = recompute_;
     o.placement = Mesh().placement();
     return b_.MultiOp("layer_norm", {x, g, beta}, {{"epsilon", 1e-5}}, std::move(o))[0];
   }
@@ -165,6 +169,7 @@ class GptWriter {
   ParallelLayout l_;
   int64_t stage_ = 0;
   uint64_t seed_ = 0;
+  bool recompute_ = false;  // inside a block of a job with TrainOptions::recompute
   std::map<std::string, uint64_t> stream_of_;  // job name -> portable stream number
   absl::Status error_;                         // first internal error while writing
 };

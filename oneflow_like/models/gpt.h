@@ -64,6 +64,7 @@ struct TrainOptions {
   int32_t gradient_accumulation_steps = 0;
   int32_t zero_stage = 0;
   uint64_t seed = 0;  // JobConfigProto.seed, and the portable init's seed (torch_gpt.py `seed`)
+  bool recompute = false;  // gpt: recompute every block's activations in backward (less memory)
 };
 
 // The GPT job. InvalidArgument for a bad config (n_embd not divisible by n_head, a zero or

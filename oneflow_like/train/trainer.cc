@@ -65,11 +65,22 @@ absl::StatusOr<std::unique_ptr<Trainer>> Trainer::Create(const TrainerOptions& o
         absl::StrCat("mlp_data_batches must be at least 1, got ", options.mlp_data_batches));
   }
   t->piece_rows_ = t->batch_ / pieces;
+  if (!options.text_path.empty()) {
+    if (!gpt) return absl::InvalidArgumentError("text data (--data) is for the gpt model only");
+    if (options.gpt.vocab != models::TextCorpus::kVocab) {
+      return absl::InvalidArgumentError(absl::StrCat("text data is byte-level: vocab must be ", models::TextCorpus::kVocab,
+                                                     ", got ", options.gpt.vocab));
+    }
+    ASSIGN_OR_RETURN(models::TextCorpus corpus, models::TextCorpus::Load(options.text_path, options.gpt.seq_len + 1));
+    t->corpus_ = std::make_unique<models::TextCorpus>(std::move(corpus));
+  }
   models::TrainOptions train;
   train.micro_batches = options.micro_batches;
   train.gradient_accumulation_steps = options.gradient_accumulation_steps;
   train.zero_stage = options.zero_stage;
   train.seed = options.seed;
+  train.recompute = options.recompute;
+  if (options.recompute && !gpt) return absl::InvalidArgumentError("recompute is supported for the gpt model only");
   absl::StatusOr<compiler::Graph> graph;
   if (gpt) {
     models::GptConfig c = options.gpt;
@@ -91,7 +102,11 @@ absl::StatusOr<std::unique_ptr<Trainer>> Trainer::Create(const TrainerOptions& o
   actor::SessionOptions session;
   session.watchdog_timeout_ms = options.watchdog_ms;
   session.record_timeline = options.record_timeline;
-  ASSIGN_OR_RETURN(t->session_, actor::Session::Create(t->plan_, registry, std::move(session)));
+  if (options.executor_factory) {
+    ASSIGN_OR_RETURN(t->executor_, options.executor_factory(t->plan_, registry, std::move(session)));
+  } else {
+    ASSIGN_OR_RETURN(t->executor_, CreateLocalExecutor(t->plan_, registry, std::move(session)));
+  }
   if (!gpt) {
     for (int64_t i = 0; i < options.mlp_data_batches; ++i) {
       models::MlpBatch b = models::SyntheticMlpBatch(i, t->batch_, options.mlp, options.seed);
@@ -109,7 +124,8 @@ absl::Status Trainer::FeedStep(int64_t step) {
   Tensor inputs, targets;
   const char *input_name = "x", *target_name = "target";
   if (options_.model == Workload::kGpt) {
-    models::TokenBatch b = models::SyntheticBatch(step, batch_, options_.gpt, options_.seed);
+    models::TokenBatch b = corpus_ ? corpus_->Batch(step, batch_, options_.gpt.seq_len, options_.seed)
+                                   : models::SyntheticBatch(step, batch_, options_.gpt, options_.seed);
     inputs = std::move(b.inputs);
     targets = std::move(b.targets);
     input_name = "idx";
@@ -119,9 +135,9 @@ absl::Status Trainer::FeedStep(int64_t step) {
     inputs = cached.first;
     targets = cached.second;
   }
-  for (int64_t piece = 0; piece < session_->pieces_per_step(); ++piece) {
-    RETURN_IF_ERROR(session_->Feed(input_name, Rows(inputs, piece * piece_rows_, piece_rows_)));
-    RETURN_IF_ERROR(session_->Feed(target_name, Rows(targets, piece * piece_rows_, piece_rows_)));
+  for (int64_t piece = 0; piece < executor_->pieces_per_step(); ++piece) {
+    RETURN_IF_ERROR(executor_->Feed(input_name, Rows(inputs, piece * piece_rows_, piece_rows_)));
+    RETURN_IF_ERROR(executor_->Feed(target_name, Rows(targets, piece * piece_rows_, piece_rows_)));
   }
   return absl::OkStatus();
 }
@@ -133,16 +149,9 @@ absl::StatusOr<StepResult> Trainer::RunStep() {
   // timed region is feed + run + fetch, like the torch scripts' step (data made beforehand).
   const double start = Now();
   RETURN_IF_ERROR(FeedStep(r.step));
-  RETURN_IF_ERROR(session_->RunStep());
-  const int64_t firings = session_->FetchCount("loss");
-  if (firings <= 0) return absl::InternalError("trainer: the step produced no 'loss'");
-  double sum = 0;
-  for (int64_t i = 0; i < firings; ++i) {
-    ASSIGN_OR_RETURN(Tensor loss, session_->Fetch("loss", i));
-    sum += loss.GetAsDouble(0);
-  }
+  RETURN_IF_ERROR(executor_->RunStep(r.step));
+  ASSIGN_OR_RETURN(r.loss, executor_->MeanScalar("loss", r.step));
   r.seconds = Now() - start;
-  r.loss = sum / static_cast<double>(firings);
   r.items_per_second = r.seconds > 0 ? static_cast<double>(items_per_step()) / r.seconds : 0;
   return r;
 }
@@ -158,10 +167,12 @@ std::string Trainer::PlanSummary(int max_ops) const {
             : absl::StrFormat("mlp %d x Linear %d, %d params", options_.mlp.depth, options_.mlp.width,
                               models::MlpParameterCount(options_.mlp)))
     << ")\n";
-  s << "layout dp=" << l.dp << " tp=" << l.tp << " pp=" << l.pp << ": world " << plan_.world_size()
-    << " ranks, all run as threads of this process (loopback transport)\n";
+  s << "layout dp=" << l.dp << " tp=" << l.tp << " pp=" << l.pp << ": world " << plan_.world_size() << " ranks, "
+    << executor_->Description() << "\n";
+  if (corpus_) s << "data: " << options_.text_path << " (" << corpus_->size() << " bytes, byte-level tokens)\n";
   s << "batch " << batch_ << " per step = " << plan_.pieces_per_step() << " piece(s) x " << piece_rows_
-    << "; zero_stage " << options_.zero_stage << ", reuse_memory " << (options_.reuse_memory ? "on" : "off")
+    << "; zero_stage " << options_.zero_stage << ", recompute " << (options_.recompute ? "on" : "off")
+    << ", reuse_memory " << (options_.reuse_memory ? "on" : "off")
     << "; plan " << plan_.content_hash() << "\n";
   s << absl::StrFormat("compiled in %.2f s (", compile_seconds_);
   for (size_t i = 0; i < report_.phase_seconds.size(); ++i) {
@@ -217,7 +228,8 @@ absl::Status Trainer::WriteTimeline(const std::string& dir) const {
   if (error) return absl::InvalidArgumentError(absl::StrCat("--timeline: cannot create '", dir, "': ", error.message()));
   const std::string path = (std::filesystem::path(dir) / "timeline.json").string();
   std::ofstream file(path);
-  file << session_->TimelineJson();
+  if (session() == nullptr) return absl::FailedPreconditionError("trainer: timelines need the in-process session");
+  file << session()->TimelineJson();
   if (!file) return absl::InvalidArgumentError(absl::StrCat("--timeline: cannot write '", path, "'"));
   return absl::OkStatus();
 }
@@ -250,7 +262,7 @@ absl::Status RunTraining(const TrainerOptions& options, int64_t steps, int64_t w
     RETURN_IF_ERROR(trainer->WriteTimeline(timeline_dir));
     out << "timeline: " << (std::filesystem::path(timeline_dir) / "timeline.json").string() << "\n";
   }
-  return trainer->session()->Close();
+  return trainer->executor()->Close();
 }
 
 }  // namespace train

@@ -24,6 +24,7 @@
 #define ONEFLOW_LIKE_TRAIN_TRAINER_H_
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <ostream>
 #include <string>
@@ -31,9 +32,11 @@
 
 #include "absl/status/statusor.h"
 #include "oneflow_like/actor/session.h"
+#include "oneflow_like/train/step_executor.h"
 #include "oneflow_like/compiler/driver/compile.h"
 #include "oneflow_like/models/gpt.h"
 #include "oneflow_like/models/mlp.h"
+#include "oneflow_like/models/text_data.h"
 
 namespace oneflow_like {
 namespace train {
@@ -53,11 +56,20 @@ struct TrainerOptions {
   int32_t gradient_accumulation_steps = 0;  // 0 = 1
   int32_t zero_stage = 0;         // 1 = ZeRO-1 optimizer-state sharding over dp
   bool reuse_memory = true;       // lifetime-based register sharing (compile.h's default)
+  bool recompute = false;         // gpt: recompute the blocks' activations in backward
   double learning_rate = 0;       // 0 = the workload's: SGD 0.01 (mlp), AdamW 3e-4 wd 0.01 (gpt)
   uint64_t seed = 0;              // initialization and data
   int64_t mlp_data_batches = 1;   // distinct MLP batches cycled over steps
   int64_t watchdog_ms = 60000;    // a step with no progress for this long fails (session.h)
   bool record_timeline = false;   // record acts for TimelineJson / WriteTimeline
+  // GPT data: empty = torch_gpt.py's synthetic batches; else a text file read byte-level
+  // (models/text_data.h; requires gpt.vocab == 256), e.g. /usr/share/common-licenses/GPL-3.
+  std::string text_path;
+  // Runs the plan; null = every rank in this process (CreateLocalExecutor). The multi-process
+  // trainer passes one that runs this process's rank only (rank_executor.h).
+  std::function<absl::StatusOr<std::unique_ptr<StepExecutor>>(const PlanProto&, const OpRegistry*,
+                                                              actor::SessionOptions)>
+      executor_factory;
 };
 
 struct StepResult {
@@ -84,7 +96,13 @@ class Trainer {
   const PlanProto& plan() const { return plan_; }
   const compiler::CompileReport& compile_report() const { return report_; }
   double compile_seconds() const { return compile_seconds_; }
-  actor::Session* session() const { return session_.get(); }
+  // The in-process Session (null when this process runs one rank of a multi-process job).
+  actor::Session* session() const { return executor_->session(); }
+  StepExecutor* executor() const { return executor_.get(); }
+  // The next step RunStep runs (after a checkpoint load: the checkpoint's step + 1).
+  int64_t next_step() const { return next_step_; }
+  void set_next_step(int64_t step) { next_step_ = step; }
+  const TrainerOptions& options() const { return options_; }
   int64_t items_per_step() const;  // tokens (gpt) or samples (mlp) per step
   const char* item_unit() const { return options_.model == Workload::kGpt ? "tokens/s" : "samples/s"; }
   // The step batch size and per-piece rows after defaults.
@@ -100,8 +118,9 @@ class Trainer {
   PlanProto plan_;
   compiler::CompileReport report_;
   double compile_seconds_ = 0;
-  std::unique_ptr<actor::Session> session_;
+  std::unique_ptr<StepExecutor> executor_;
   int64_t next_step_ = 0;
+  std::unique_ptr<models::TextCorpus> corpus_;  // when options_.text_path is set
   std::vector<std::pair<Tensor, Tensor>> mlp_data_;  // cached (inputs, targets) per distinct batch
 };
 

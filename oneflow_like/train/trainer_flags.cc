@@ -55,6 +55,18 @@ Parallel layout (world = dp x tp x pp ranks):
   --grad_accum=N         gradient accumulation pieces per step
   --zero_stage=0|1       ZeRO-1: shard optimizer state over dp
   --reuse_memory[=bool]  share register bytes by lifetime (on; --reuse_memory=false: naive)
+  --recompute[=bool]     gpt: recompute each block's activations in backward (off)
+Data:
+  --data=synthetic|FILE  gpt: torch_gpt.py's synthetic batches (default), or a text file read
+                         byte-level (needs --vocab=256), e.g. /usr/share/common-licenses/GPL-3
+Checkpoints (sharded: each rank writes its own shards; see docs/checkpoint_format.md):
+  --checkpoint_dir=DIR   save into DIR/step_NNNNNNNN (at the end, and every N steps if set)
+  --checkpoint_every=N   save every N steps (0 = at the end only)
+  --resume[=bool]        start from the newest complete checkpoint in --checkpoint_dir
+                         (saved under any parallel layout), continuing its step and data
+Config files:
+  --config=FILE          read the flags from a config file (configs/*.cfg, see configs/README.md);
+                         flags given after it override its fields
 Runtime and output:
   --timeline=DIR         record every act; write DIR/timeline.json (chrome://tracing, Perfetto)
   --watchdog_ms=N        fail a step after N ms without progress (60000)
@@ -142,6 +154,35 @@ absl::StatusOr<TrainerFlags> ParseTrainerFlags(const std::vector<std::string>& a
          return absl::OkStatus();
        }},
       {"--watchdog_ms", integer(&o.watchdog_ms, 1)},
+      {"--recompute",
+       [&](const std::string& flag, const std::string& v) -> absl::Status {
+         ASSIGN_OR_RETURN(o.recompute, Bool(flag, v));
+         return absl::OkStatus();
+       }},
+      {"--resume",
+       [&](const std::string& flag, const std::string& v) -> absl::Status {
+         ASSIGN_OR_RETURN(f.resume, Bool(flag, v));
+         return absl::OkStatus();
+       }},
+      {"--data",
+       [&](const std::string& flag, const std::string& v) -> absl::Status {
+         if (v.empty()) return Bad(flag, "synthetic or a file path", v);
+         o.text_path = v == "synthetic" ? "" : v;
+         return absl::OkStatus();
+       }},
+      {"--checkpoint_dir",
+       [&](const std::string& flag, const std::string& v) -> absl::Status {
+         if (v.empty()) return Bad(flag, "a directory", v);
+         f.checkpoint_dir = v;
+         return absl::OkStatus();
+       }},
+      {"--checkpoint_every", integer(&f.checkpoint_every, 0)},
+      {"--config",
+       [&](const std::string& flag, const std::string& v) -> absl::Status {
+         if (v.empty()) return Bad(flag, "a config file", v);
+         f.config_path = v;
+         return absl::OkStatus();
+       }},
   };
   for (size_t i = 0; i < args.size(); ++i) {
     const std::string& arg = args[i];
@@ -161,7 +202,7 @@ absl::StatusOr<TrainerFlags> ParseTrainerFlags(const std::vector<std::string>& a
     std::string value;
     if (eq != std::string::npos) {
       value = arg.substr(eq + 1);
-    } else if (name == "--reuse_memory") {
+    } else if (name == "--reuse_memory" || name == "--recompute" || name == "--resume") {
       value = "";  // bare boolean
     } else if (i + 1 < args.size()) {
       value = args[++i];

@@ -25,6 +25,12 @@ struct TrainerFlags {
   int64_t warmup_steps = 1;  // --warmup: first steps left out of the median step time
   std::string timeline_dir;  // --timeline DIR: write DIR/timeline.json (Chrome trace)
   bool help = false;         // --help / -h
+  std::string config_path;   // --config FILE (read by oltrain; see config_file.h)
+  // Checkpoints (checkpoint.h): every N steps (0 = only at the end when a dir is given) into
+  // checkpoint_dir/step_NNNNNNNN; --resume starts from the newest complete one there.
+  std::string checkpoint_dir;
+  int64_t checkpoint_every = 0;
+  bool resume = false;
 };
 
 // `args` excludes the program name.

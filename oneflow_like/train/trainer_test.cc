@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <filesystem>
+#include <fstream>
 
 #include "gtest/gtest.h"
 #include "oneflow_like/compiler/autograd/training_test_util.h"
@@ -77,6 +78,42 @@ TEST_F(TrainerTest, DataParallelGptEqualsOneRank) {
   ASSERT_EQ(one.size(), 3u);
   ASSERT_EQ(two.size(), 3u);
   for (int step = 0; step < 3; ++step) EXPECT_NEAR(two[step], one[step], 1e-5 * one[step]) << "step " << step;
+}
+
+// Recomputing the blocks in backward changes memory, not math; text data trains from bytes.
+TEST_F(TrainerTest, RecomputeAndTextDataKeepTheLosses) {
+  TrainerOptions plain = TinyGpt();
+  plain.gpt.vocab = 256;
+  const std::string path = std::string(getenv("TEST_TMPDIR")) + "/corpus.txt";
+  {
+    std::ofstream file(path);
+    for (int i = 0; i < 200; ++i) file << "the quick brown fox jumps over the lazy dog " << i << "\n";
+  }
+  plain.text_path = path;
+  TrainerOptions recompute = plain;
+  recompute.recompute = true;
+  const std::vector<double> a = Train(plain, 3, registry_.get());
+  const std::vector<double> b = Train(recompute, 3, registry_.get());
+  ASSERT_EQ(a.size(), 3u);
+  ASSERT_EQ(b.size(), 3u);
+  EXPECT_NEAR(a[0], std::log(256.0), 0.3) << "the first loss of a fresh byte-level model is about ln(256)";
+  for (int step = 0; step < 3; ++step) EXPECT_NEAR(b[step], a[step], 1e-5 * a[step]) << "step " << step;
+  // Recompute really re-runs the blocks' forward ops: the plan has more compute tasks.
+  auto compute_tasks = [&](const TrainerOptions& o) {
+    absl::StatusOr<std::unique_ptr<Trainer>> t = Trainer::Create(o, registry_.get());
+    EXPECT_TRUE(t.ok()) << t.status();
+    int n = 0;
+    if (t.ok()) {
+      for (const TaskProto& task : (*t)->plan().rank_plans(0).tasks()) n += task.type() == TaskProto::COMPUTE;
+    }
+    return n;
+  };
+  EXPECT_GT(compute_tasks(recompute), compute_tasks(plain));
+  TrainerOptions wrong_vocab = plain;
+  wrong_vocab.gpt.vocab = 64;
+  absl::StatusOr<std::unique_ptr<Trainer>> bad = Trainer::Create(wrong_vocab, registry_.get());
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("vocab must be 256"), std::string::npos) << bad.status();
 }
 
 // MLP on a fixed batch: at lr 0 -> tiny the loss stays, the first loss is the MSE of the
