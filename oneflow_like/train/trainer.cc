@@ -234,36 +234,5 @@ absl::Status Trainer::WriteTimeline(const std::string& dir) const {
   return absl::OkStatus();
 }
 
-absl::Status RunTraining(const TrainerOptions& options, int64_t steps, int64_t warmup_steps,
-                         const std::string& timeline_dir, const OpRegistry* registry, std::ostream& out) {
-  TrainerOptions o = options;
-  o.record_timeline = o.record_timeline || !timeline_dir.empty();
-  ASSIGN_OR_RETURN(std::unique_ptr<Trainer> trainer, Trainer::Create(o, registry));
-  out << trainer->PlanSummary() << std::flush;
-  std::vector<double> times;
-  for (int64_t i = 0; i < steps; ++i) {
-    ASSIGN_OR_RETURN(StepResult r, trainer->RunStep());
-    out << absl::StrFormat("step %d loss %.6f time %.1f ms %.0f %s\n", r.step, r.loss, 1e3 * r.seconds,
-                           r.items_per_second, trainer->item_unit())
-        << std::flush;
-    if (i >= warmup_steps) times.push_back(r.seconds);
-  }
-  if (!times.empty()) {
-    std::sort(times.begin(), times.end());
-    const double median = times.size() % 2 ? times[times.size() / 2]
-                                           : (times[times.size() / 2 - 1] + times[times.size() / 2]) / 2;
-    int64_t peak = 0;
-    for (const RankMemoryProto& m : trainer->plan().memory()) peak = std::max(peak, m.planned_bytes());
-    out << absl::StrFormat("RESULT median_ms_per_step=%.2f %s=%.0f steps_timed=%d planned_peak_mib_per_rank=%s\n",
-                           1e3 * median, trainer->item_unit(), trainer->items_per_step() / median, times.size(),
-                           MiB(peak));
-  }
-  if (!timeline_dir.empty()) {
-    RETURN_IF_ERROR(trainer->WriteTimeline(timeline_dir));
-    out << "timeline: " << (std::filesystem::path(timeline_dir) / "timeline.json").string() << "\n";
-  }
-  return trainer->executor()->Close();
-}
-
 }  // namespace train
 }  // namespace oneflow_like

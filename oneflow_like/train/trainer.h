@@ -124,12 +124,6 @@ class Trainer {
   std::vector<std::pair<Tensor, Tensor>> mlp_data_;  // cached (inputs, targets) per distinct batch
 };
 
-// The whole run as the oltrain binary does it: prints the plan summary, then one line per step
-// ("step 3 loss 7.659348 time 412.3 ms 2484 tokens/s"), then the median step time over the
-// steps after `warmup_steps`. With a non-empty `timeline_dir`, writes the trace there.
-absl::Status RunTraining(const TrainerOptions& options, int64_t steps, int64_t warmup_steps,
-                         const std::string& timeline_dir, const OpRegistry* registry, std::ostream& out);
-
 }  // namespace train
 }  // namespace oneflow_like
 
