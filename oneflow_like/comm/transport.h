@@ -3,11 +3,14 @@
 // (actor/wire.h) and decodes them on arrival.
 //
 // One Transport object is the endpoint of ONE rank: Send(to, bytes) and a receiver callback.
-// Every message crosses the wire as a Frame: a fixed header (magic, version, from, to, a
-// sequence number per directed edge from -> to, payload length) plus the payload bytes
-// (EncodeFrame / DecodeFrame). The receiving side checks that the sequence numbers of each
-// edge arrive as 0, 1, 2, ... so reordering or loss is detected instead of silently corrupting
-// the actor protocol.
+// Every message crosses the wire as a Frame: a fixed 40-byte header plus the payload bytes
+// (EncodeFrame / DecodeFrame; streaming transports use EncodeFrameHeader / DecodeFrameHeader):
+//   u32 magic "OLFR" | u32 version | i32 from | i32 to | u64 sequence | u64 payload length |
+//   u32 payload CRC-32C | u32 header CRC-32C (of the 36 bytes before it) | payload
+// all little-endian. The receiving side checks that the sequence numbers of each edge arrive as
+// 0, 1, 2, ... so reordering or loss is detected instead of silently corrupting the actor
+// protocol, and the checksums catch corrupt or desynchronized bytes (the header's before its
+// length is trusted).
 //
 //   std::unique_ptr<LoopbackHub> hub = LoopbackHub::Create(2);   // loopback_transport.h
 //   Transport* t0 = hub->endpoint(Rank(0));
@@ -15,7 +18,8 @@
 //   RETURN_IF_ERROR(t0->Send(Rank(1), "hello"));   // rank 1's receiver sees (Rank(0), "hello")
 //
 // Errors: unknown ranks and sends to a rank without a receiver are InvalidArgument /
-// FailedPrecondition; undecodable bytes are InvalidArgument; a sequence gap is DataLoss;
+// FailedPrecondition; undecodable bytes are InvalidArgument; a checksum mismatch or a
+// sequence gap is DataLoss;
 // a broken link is Unavailable. Never a crash.
 // Thread-safety: Send and SetReceiver are thread-safe. The receiver may run on any thread
 // (for the loopback: the sender's thread) and must not block or call Send on the same edge.
@@ -57,8 +61,25 @@ struct Frame {
 };
 
 std::string EncodeFrame(const Frame& frame);
-// InvalidArgument for truncated bytes, a wrong magic/version or a length mismatch.
+// InvalidArgument for truncated bytes, a wrong magic/version or a length mismatch; DataLoss
+// for a checksum mismatch.
 absl::StatusOr<Frame> DecodeFrame(absl::string_view bytes);
+
+// The header alone, for transports that stream payloads without building a Frame.
+constexpr size_t kFrameHeaderBytes = 40;
+struct FrameHeader {
+  Rank from;
+  Rank to;
+  uint64_t sequence = 0;
+  uint64_t payload_bytes = 0;
+  uint32_t payload_checksum = 0;  // Crc32c (crc32c.h) of the payload
+};
+// Writes the kFrameHeaderBytes bytes of `header` (with its header checksum) to `out`.
+void EncodeFrameHeader(const FrameHeader& header, char* out);
+// Decodes the first kFrameHeaderBytes of `bytes`. InvalidArgument if there are fewer or the
+// magic/version is wrong (not a frame at all); DataLoss if the header checksum does not match.
+// The payload checksum is the caller's to verify once the payload is in.
+absl::StatusOr<FrameHeader> DecodeFrameHeader(absl::string_view bytes);
 
 }  // namespace comm
 }  // namespace oneflow_like
