@@ -22,6 +22,23 @@ std::string ActorStateName(ActorState state) {
   return "unknown";
 }
 
+std::string WaitCauseName(const WaitCause& cause) {
+  const std::string name = cause.layout != nullptr ? cause.layout->name : "";
+  switch (cause.kind) {
+    case WaitCause::kNone:
+      return "nothing";
+    case WaitCause::kInput:
+      return absl::StrCat("input '", name, "'");
+    case WaitCause::kOutput:
+      return absl::StrCat("output '", name, "'");
+    case WaitCause::kSharedBytes:
+      return absl::StrCat("shared bytes of '", name, "'");
+    case WaitCause::kStepCredit:
+      return "step credit";
+  }
+  return "unknown";
+}
+
 Actor::Actor(ActorSpec spec, std::unique_ptr<ActBody> body, ActorHost* host)
     : spec_(std::move(spec)), body_(std::move(body)), host_(host) {
   for (OutputPort& out : spec_.outputs) {
@@ -164,7 +181,13 @@ void Actor::ReturnInputs() {
   }
 }
 
-void Actor::Acted(bool step_event) { host_->OnActed(*this, ++acts_, step_event, attempt_begin_micros_); }
+void Actor::Acted(bool step_event) {
+  if (wait_begin_micros_ >= 0) {
+    host_->OnWaited(*this, wait_cause_, wait_begin_micros_, attempt_begin_micros_);
+    wait_begin_micros_ = -1;
+  }
+  host_->OnActed(*this, ++acts_, step_event, attempt_begin_micros_);
+}
 
 void Actor::Fail(const absl::Status& status) {
   state_ = ActorState::kFailed;
@@ -190,6 +213,39 @@ bool Actor::TryFinishDrain() {
 
 bool Actor::TryFire() {
   attempt_begin_micros_ = host_->NowMicros();
+  const bool fired = TryFireOnce();
+  if (!fired && state_ == ActorState::kRunning && host_->RecordsWaits()) {
+    const WaitCause cause = FirstWait();
+    if (cause.kind != WaitCause::kNone) {
+      if (wait_begin_micros_ < 0) wait_begin_micros_ = attempt_begin_micros_;
+      wait_cause_ = cause;
+    }
+  }
+  return fired;
+}
+
+WaitCause Actor::FirstWait() const {
+  if (state_ != ActorState::kRunning) return WaitCause{};
+  const bool source = spec_.rule == FiringRule::kInputSource ||
+                      (spec_.rule == FiringRule::kVariableHolder && !awaiting_update_);
+  if (source && credits_ == 0) return WaitCause{WaitCause::kStepCredit, nullptr};
+  const bool needs_inputs = !source && !(spec_.rule == FiringRule::kAccumulate && phase_ >= spec_.count);
+  if (needs_inputs) {
+    for (const InputPort& in : spec_.inputs) {
+      if (in.ready.empty()) return WaitCause{WaitCause::kInput, in.layout};
+    }
+  }
+  const bool needs_outputs = !(spec_.rule == FiringRule::kAccumulate && phase_ < spec_.count);
+  if (needs_outputs) {
+    for (const OutputPort& out : spec_.outputs) {
+      if (out.free.empty()) return WaitCause{WaitCause::kOutput, out.layout};
+      if (!BytesAvailable(out)) return WaitCause{WaitCause::kSharedBytes, out.layout};
+    }
+  }
+  return WaitCause{};
+}
+
+bool Actor::TryFireOnce() {
   if (state_ == ActorState::kDraining) return TryFinishDrain();
   if (state_ != ActorState::kRunning) return false;
   switch (spec_.rule) {

@@ -113,6 +113,21 @@ struct ActorSpec {
   std::vector<PayloadRef> payload_outputs;
 };
 
+// Why an actor could not fire (timelines record the last cause before each act that waited).
+struct WaitCause {
+  enum Kind {
+    kNone,         // not waiting
+    kInput,        // no ready buffer of input register `layout`
+    kOutput,       // no free buffer of output register `layout` (consumers hold them all)
+    kSharedBytes,  // output `layout` shares bytes with another register not yet idle
+    kStepCredit,   // a source: every piece of the started steps is out
+  };
+  Kind kind = kNone;
+  const RegisterLayout* layout = nullptr;  // kInput, kOutput, kSharedBytes
+};
+// "input 'x'", "output 'y'", "shared bytes of 'y'", "step credit".
+std::string WaitCauseName(const WaitCause& cause);
+
 // What an actor needs from its runtime. Called on the actor's thread.
 class ActorHost {
  public:
@@ -127,6 +142,12 @@ class ActorHost {
   virtual int64_t NowMicros() const = 0;
   virtual void OnFailed(const Actor& actor, const absl::Status& status) = 0;
   virtual void OnDone(const Actor& actor) = 0;
+  // Timelines: whether to track waits, and a wait that ended with an act at `end_micros`
+  // (`cause`: what the last failed firing attempt lacked).
+  virtual bool RecordsWaits() const { return false; }
+  virtual void OnWaited(const Actor& actor, const WaitCause& cause, int64_t begin_micros, int64_t end_micros) {
+    (void)actor, (void)cause, (void)begin_micros, (void)end_micros;
+  }
 };
 
 class Actor {
@@ -138,6 +159,8 @@ class Actor {
   // Fires at most once (or completes one accumulate/update phase, or finishes its drain).
   // Returns whether anything happened.
   bool TryFire();
+  // The first thing a firing lacks now (kNone if it could fire or is not running).
+  WaitCause FirstWait() const;
   // One line: state, firings, and what it waits for.
   std::string DescribeWait() const;
 
@@ -156,6 +179,7 @@ class Actor {
   void Acted(bool step_event);
   void Fail(const absl::Status& status);
   bool TryFinishDrain();
+  bool TryFireOnce();
   bool FireAccumulate();
   bool FireVariableHolder();
 
@@ -169,6 +193,10 @@ class Actor {
   bool awaiting_update_ = false;      // variable holder
   int64_t phase_ = 0;                 // repeat: outputs emitted; accumulate: inputs summed
   std::vector<Tensor> accumulator_;
+  // Timelines (host_->RecordsWaits()): when the current wait began (-1: not waiting), and
+  // what the latest failed attempt lacked.
+  int64_t wait_begin_micros_ = -1;
+  WaitCause wait_cause_;
 };
 
 }  // namespace actor

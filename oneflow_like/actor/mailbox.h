@@ -4,12 +4,23 @@
 //   Mailbox box;
 //   box.Push(message);                        // any thread
 //   std::vector<ActorMessage> batch;
-//   box.PopAll(&batch);                       // owner: blocks until at least one message
+//   box.PopAll(&batch, /*spin_polls=*/2000);  // owner: blocks until at least one message
+//   if (box.TryPopAll(&batch)) { ... }        // owner: never blocks
+//
+// Cost model (the cross-thread hop of the runtime): Push takes the lock and signals the
+// condition variable only when the owner is actually asleep on it (a flag kept under the
+// lock), so pushing to a busy or spinning owner costs no system call. PopAll first polls an
+// atomic "has messages" flag `spin_polls` times without the lock (a message arriving within
+// those few microseconds is taken without a sleep/wake round trip), then sleeps. A batch is
+// taken by swapping the whole queue under the lock. Errors: none. Thread-safety: as above.
 #ifndef ONEFLOW_LIKE_ACTOR_MAILBOX_H_
 #define ONEFLOW_LIKE_ACTOR_MAILBOX_H_
 
+#include <atomic>
 #include <condition_variable>
+#include <cstdint>
 #include <mutex>
+#include <thread>
 #include <vector>
 
 #include "oneflow_like/actor/message.h"
@@ -21,25 +32,71 @@ class Mailbox {
  public:
   // Thread-safe.
   void Push(const ActorMessage& message) {
+    bool wake = false;
     {
       std::lock_guard<std::mutex> lock(mu_);
       queue_.push_back(message);
+      has_messages_.store(true, std::memory_order_release);
+      wake = sleeping_;
+      sleeping_ = false;  // one signal per sleep is enough
     }
-    cv_.notify_one();
+    if (wake) cv_.notify_one();
   }
-  // Owner thread only: blocks until the queue is non-empty, then moves all messages (in push
-  // order) into *batch (which is cleared first).
-  void PopAll(std::vector<ActorMessage>* batch) {
+
+  // Owner thread only: moves every queued message (in push order) into *batch (cleared
+  // first). Returns whether it took any. Never blocks on an empty queue.
+  bool TryPopAll(std::vector<ActorMessage>* batch) {
     batch->clear();
+    if (!has_messages_.load(std::memory_order_acquire)) return false;
+    std::lock_guard<std::mutex> lock(mu_);
+    TakeLocked(batch);
+    return !batch->empty();
+  }
+
+  // Owner thread only: like TryPopAll, but waits until at least one message arrived: it polls
+  // `spin_polls` times (about 20 ns each; every 64th poll yields the core) before sleeping.
+  void PopAll(std::vector<ActorMessage>* batch, int64_t spin_polls = 0) {
+    batch->clear();
+    for (int64_t poll = 0; poll < spin_polls && !has_messages_.load(std::memory_order_acquire); ++poll) {
+      if (kYieldEvery > 0 && poll % kYieldEvery == kYieldEvery - 1) {
+        std::this_thread::yield();  // let a runnable thread of this core go first
+      } else if (kPause) {
+        CpuRelax();
+      }
+    }
     std::unique_lock<std::mutex> lock(mu_);
-    cv_.wait(lock, [this] { return !queue_.empty(); });
-    batch->swap(queue_);
+    while (queue_.empty()) {
+      sleeping_ = true;
+      cv_.wait(lock);
+    }
+    sleeping_ = false;
+    TakeLocked(batch);
   }
 
  private:
+#ifndef OL_MAILBOX_YIELD_EVERY
+#define OL_MAILBOX_YIELD_EVERY 0
+#endif
+#ifndef OL_MAILBOX_PAUSE
+#define OL_MAILBOX_PAUSE 0
+#endif
+  static constexpr int64_t kYieldEvery = OL_MAILBOX_YIELD_EVERY;
+  static constexpr bool kPause = OL_MAILBOX_PAUSE;
+  static void CpuRelax() {
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#endif
+  }
+  void TakeLocked(std::vector<ActorMessage>* batch) {
+    batch->swap(queue_);  // queue_ keeps the batch's old (cleared) capacity
+    has_messages_.store(false, std::memory_order_relaxed);
+  }
+
   std::mutex mu_;
   std::condition_variable cv_;
-  std::vector<ActorMessage> queue_;
+  std::vector<ActorMessage> queue_;       // guarded by mu_
+  bool sleeping_ = false;                 // guarded by mu_: the owner waits on cv_
+  std::atomic<bool> has_messages_{false};  // written under mu_; read without it to spin
 };
 
 }  // namespace actor

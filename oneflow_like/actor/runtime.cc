@@ -88,21 +88,39 @@ void Runtime::FireReady(StreamThread* thread, std::vector<int32_t>* touched) {
   touched->clear();
 }
 
+bool Runtime::HandleBatch(StreamThread* thread, const std::vector<ActorMessage>& batch,
+                          std::vector<int32_t>* touched) {
+  for (const ActorMessage& message : batch) {
+    if (message.kind == MessageKind::kStop) return false;
+    if (message.kind == MessageKind::kReport) {
+      DescribeThread(*thread);
+    } else {
+      actors_[message.actor.value()]->Handle(message);
+      touched->push_back(position_in_thread_[message.actor.value()]);
+    }
+  }
+  return true;
+}
+
 void Runtime::ThreadLoop(StreamThread* thread) {
-  std::vector<ActorMessage> batch;
+  std::vector<ActorMessage> batch, own;
   std::vector<int32_t> touched;
   while (true) {
-    thread->mailbox.PopAll(&batch);
-    for (const ActorMessage& message : batch) {
-      if (message.kind == MessageKind::kStop) return;
-      if (message.kind == MessageKind::kReport) {
-        DescribeThread(*thread);
-      } else {
-        actors_[message.actor.value()]->Handle(message);
-        touched.push_back(position_in_thread_[message.actor.value()]);
-      }
+    // Block (after a short spin) only when this thread's own actors posted nothing.
+    if (thread->local.empty()) {
+      thread->mailbox.PopAll(&batch, env_.idle_spin_polls);
+    } else {
+      thread->mailbox.TryPopAll(&batch);
     }
+    if (!HandleBatch(thread, batch, &touched)) return;
+    own.clear();
+    own.swap(thread->local);  // handling may post again (wake-ups): those go to the next round
+    HandleBatch(thread, own, &touched);
     FireReady(thread, &touched);
+    if (thread->acted) {  // one clock read per batch, not per act
+      thread->acted = false;
+      last_act_micros_.store(clock_->NowMicros());
+    }
   }
 }
 
@@ -117,7 +135,12 @@ bool Runtime::DispatchOne(ActorMessage* handled) {
   if (handled != nullptr) *handled = message;
   actors_[message.actor.value()]->Handle(message);
   std::vector<int32_t> touched = {position_in_thread_[message.actor.value()]};
-  FireReady(thread_of_actor_[message.actor.value()], &touched);
+  StreamThread* thread = thread_of_actor_[message.actor.value()];
+  FireReady(thread, &touched);
+  if (thread->acted) {
+    thread->acted = false;
+    last_act_micros_.store(clock_->NowMicros());
+  }
   return true;
 }
 
@@ -142,8 +165,50 @@ void Runtime::Post(const ActorMessage& message) {
   thread_of_actor_[message.actor.value()]->mailbox.Push(message);
 }
 
+void Runtime::StreamThread::Post(const ActorMessage& message) {
+  if (!runtime->env_.deterministic && runtime->thread_of_actor_[message.actor.value()] == this) {
+    local.push_back(message);  // we are this thread: ThreadLoop handles it before sleeping
+  } else {
+    runtime->Post(message);
+  }
+}
+
+void Runtime::StreamThread::SendRemote(Rank to, const RemoteMessage& message) {
+  runtime->SendRemoteFrom(index, to, message);
+}
+
+void Runtime::StreamThread::ReturnMirrorBuffer(MirrorRegister* mirror, int32_t buffer, TaskId consumer) {
+  if (mirror->holders[buffer].fetch_sub(1) != 1) return;
+  runtime->SendRemoteFrom(
+      index, mirror->producer_rank,
+      RemoteMessage{RemoteKind::kReturned, mirror->layout.id, buffer, consumer, mirror->producer_task, ""});
+}
+
+void Runtime::StreamThread::OnActed(const Actor& actor, int64_t firing, bool step_event, int64_t begin_micros) {
+  acted = true;
+  runtime->OnActed(actor, firing, step_event, begin_micros);
+}
+
 void Runtime::SendRemote(Rank to, const RemoteMessage& message) {
+  SendRemoteFrom(static_cast<int32_t>(threads_.size()), to, message);
+}
+
+void Runtime::SendRemoteFrom(int32_t tid, Rank to, const RemoteMessage& message) {
+  const int64_t begin = NowMicros();
   absl::Status status = env_.transport->Send(to, EncodeRemoteMessage(message));
+  if (env_.record_timeline) {
+    TimelineEvent event;
+    event.kind = TimelineEvent::kSend;
+    event.tid = tid;
+    event.begin_micros = begin;
+    event.end_micros = clock_->NowMicros();
+    event.remote_kind = message.kind;
+    event.register_id = message.register_id.value();
+    event.buffer = message.buffer;
+    event.bytes = static_cast<int64_t>(message.payload.size());
+    event.peer = to.value();
+    RecordTimelineEvent(std::move(event));
+  }
   if (!status.ok()) {
     RecordFailure(absl::Status(status.code(),
                                absl::StrCat("rank ", rank_.value(), ": sending register ", message.register_id.value(),
@@ -159,12 +224,18 @@ void Runtime::ReturnMirrorBuffer(MirrorRegister* mirror, int32_t buffer, TaskId 
 
 void Runtime::OnActed(const Actor& actor, int64_t firing, bool step_event, int64_t begin_micros) {
   if (env_.record_timeline) {
-    std::lock_guard<std::mutex> lock(timeline_mu_);
-    timeline_.push_back(TimelineEvent{actor.spec().id, firing, begin_micros, clock_->NowMicros()});
+    TimelineEvent event;
+    event.kind = TimelineEvent::kAct;
+    event.tid = thread_of_actor_[actor.spec().id.value()]->index;
+    event.actor = actor.spec().id;
+    event.firing = firing;
+    event.begin_micros = begin_micros;
+    event.end_micros = clock_->NowMicros();
+    RecordTimelineEvent(std::move(event));
   }
   if (env_.on_act) env_.on_act(ActEvent{rank_, actor.spec().task, &actor.spec().name, firing});
   if (step_event) step_events_.fetch_add(1);
-  last_act_micros_.store(clock_->NowMicros());
+  // last_act_micros_ is stamped once per batch by the thread loop (DispatchOne alike).
   progress_.fetch_add(1);
 }
 
@@ -190,43 +261,33 @@ absl::Status Runtime::status() const {
   return status_;
 }
 
-std::string Runtime::TimelineEvents() const {
-  std::vector<std::string> events;
-  for (size_t t = 0; t < threads_.size(); ++t) {
-    events.push_back(absl::StrCat(R"({"name":"thread_name","ph":"M","pid":)", rank_.value(), R"(,"tid":)", t,
-                                  R"(,"args":{"name":")", threads_[t]->name, R"("}})"));
-  }
-  std::lock_guard<std::mutex> lock(timeline_mu_);
-  for (const TimelineEvent& e : timeline_) {
-    const ActorSpec& spec = actors_[e.actor.value()]->spec();
-    int64_t tid = 0;
-    for (size_t t = 0; t < threads_.size(); ++t) {
-      if (threads_[t].get() == thread_of_actor_[e.actor.value()]) tid = static_cast<int64_t>(t);
-    }
-    // Task names come from the plan; escape what JSON needs.
-    std::string name;
-    for (char c : spec.name) {
-      if (c == '"' || c == '\\') name += '\\';
-      name += c;
-    }
-    events.push_back(absl::StrCat(R"({"name":")", name, R"(","cat":")", spec.type_name, R"(","ph":"X","ts":)",
-                                  e.begin_micros, R"(,"dur":)", e.end_micros - e.begin_micros, R"(,"pid":)",
-                                  rank_.value(), R"(,"tid":)", tid, R"(,"args":{"task":)", spec.task.value(),
-                                  R"(,"firing":)", e.firing, "}}"));
-  }
-  return absl::StrJoin(events, ",\n");
-}
-
 // ---- remote messages ----------------------------------------------------------------------
 
 void Runtime::OnRemoteBytes(Rank from, absl::string_view bytes) {
-  const std::string where = absl::StrCat("rank ", rank_.value(), ": message from rank ", from.value());
+  const int64_t begin = NowMicros();
   absl::StatusOr<RemoteMessage> decoded = DecodeRemoteMessage(bytes);
   if (!decoded.ok()) {
-    RecordFailure(absl::InvalidArgumentError(absl::StrCat(where, ": ", decoded.status().message())));
+    RecordFailure(absl::InvalidArgumentError(absl::StrCat("rank ", rank_.value(), ": message from rank ",
+                                                          from.value(), ": ", decoded.status().message())));
     return;
   }
-  const RemoteMessage& message = *decoded;
+  DeliverRemote(from, *decoded);
+  if (env_.record_timeline) {
+    TimelineEvent event;
+    event.kind = TimelineEvent::kReceive;
+    event.begin_micros = begin;
+    event.end_micros = clock_->NowMicros();
+    event.remote_kind = decoded->kind;
+    event.register_id = decoded->register_id.value();
+    event.buffer = decoded->buffer;
+    event.bytes = static_cast<int64_t>(decoded->payload.size());
+    event.peer = from.value();
+    RecordTimelineEvent(std::move(event));
+  }
+}
+
+void Runtime::DeliverRemote(Rank from, const RemoteMessage& message) {
+  const std::string where = absl::StrCat("rank ", rank_.value(), ": message from rank ", from.value());
   const int64_t id = message.register_id.value();
   if (message.kind == RemoteKind::kReturned) {
     auto it = producer_by_register_.find(id);
@@ -273,6 +334,14 @@ std::vector<std::string> Runtime::OutputNames() const {
   std::vector<std::string> names;
   for (const auto& [name, binding] : bindings_) {
     if (binding.kind() == TensorBindingProto::OUTPUT) names.push_back(name);
+  }
+  return names;
+}
+
+std::vector<std::string> Runtime::VariableNames() const {
+  std::vector<std::string> names;
+  for (const auto& [name, binding] : bindings_) {
+    if (binding.kind() == TensorBindingProto::VARIABLE) names.push_back(name);
   }
   return names;
 }

@@ -42,6 +42,7 @@
 #include <mutex>
 #include <string>
 #include <thread>
+#include <tuple>
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
@@ -86,8 +87,14 @@ struct RuntimeEnv {
   bool deterministic = false;
   // Time source for IdleMicros() and the timeline; null = a SystemClock owned by the runtime.
   const Clock* clock = nullptr;
-  // Record every act (actor, thread, begin, end) for TimelineJson().
+  // Record every act (actor, thread, begin, end), every wait that preceded an act (what the
+  // actor lacked) and every remote send/receive, for TimelineEvents() / WriteRankTimeline().
   bool record_timeline = false;
+  // Before a stream thread sleeps on its empty mailbox it polls it this many times (~20 ns
+  // each, yielding the core every 64th poll: ~40 us by default), so a message from another
+  // thread arriving meanwhile costs no sleep/wake round trip (the cross-thread hop). 0 = sleep
+  // at once (less CPU when threads far outnumber cores).
+  int64_t idle_spin_polls = 2000;
 };
 
 class Runtime final : public ActorHost {
@@ -105,6 +112,8 @@ class Runtime final : public ActorHost {
   const TensorBindingProto* FindBinding(const std::string& name) const;
   // Names of this rank's OUTPUT bindings, sorted.
   std::vector<std::string> OutputNames() const;
+  // Names of this rank's VARIABLE bindings (parameters and optimizer state), sorted.
+  std::vector<std::string> VariableNames() const;
   // The physical desc of a binding's slot. REQUIRES: FindBinding(name) != nullptr.
   const TensorDesc& BindingDesc(const std::string& name) const;
 
@@ -126,6 +135,7 @@ class Runtime final : public ActorHost {
   int64_t progress() const { return progress_.load(); }
   // Microseconds (by the env's clock) since the last act, or since Create if none.
   int64_t IdleMicros() const { return clock_->NowMicros() - last_act_micros_.load(); }
+  bool records_timeline() const { return env_.record_timeline; }
   // OK, or the first failure (a kernel error, a bad remote message, a transport error).
   absl::Status status() const;
 
@@ -149,10 +159,20 @@ class Runtime final : public ActorHost {
   // "ready -> 'relu' port 0 buffer 1"
   std::string DescribeMessage(const ActorMessage& message) const;
 
-  // The recorded acts as Chrome trace events ("X" events, pid = rank, tid = stream thread, plus
-  // thread-name metadata), comma-separated without brackets so several ranks' lists can be
-  // joined into one {"traceEvents": [...]} file (Session::TimelineJson does). Empty unless
-  // RuntimeEnv.record_timeline.
+  // The recorded timeline as Chrome trace events, pid = rank, tid = stream thread (plus one
+  // "transport" row for receives), with process/thread-name metadata:
+  //   acts      "X", name = task name, cat = task type, args {task, firing}
+  //   waits     "X", name "wait: input 'x'" (or output / shared bytes / step credit), cat
+  //             "wait", args {task, waits_for}: from the first failed firing attempt to the act
+  //             that ended it
+  //   sends     "X", name "send ready 'x'" / "send returned 'x'", cat "transfer", args {register,
+  //             buffer, peer, bytes}, plus a flow start ("s") ...
+  //   receives  ... and "X" "receive ..." on the transport row with the matching flow end ("f"):
+  //             flow ids "<from>><to>:<kind>:<register>:<n>" pair the n-th send with the n-th
+  //             receive of that register and kind (per-link FIFO order).
+  // Comma-separated without brackets so several ranks' lists can be joined into one
+  // {"traceEvents": [...]} file (Session::TimelineJson does). Empty unless
+  // RuntimeEnv.record_timeline. Call between steps (or after Stop) for a complete picture.
   std::string TimelineEvents() const;
 
   // ActorHost (called on actor threads).
@@ -163,12 +183,34 @@ class Runtime final : public ActorHost {
   int64_t NowMicros() const override { return env_.record_timeline ? clock_->NowMicros() : 0; }
   void OnFailed(const Actor& actor, const absl::Status& status) override;
   void OnDone(const Actor& actor) override;
+  bool RecordsWaits() const override { return env_.record_timeline; }
+  void OnWaited(const Actor& actor, const WaitCause& cause, int64_t begin_micros, int64_t end_micros) override;
 
  private:
-  struct StreamThread {
-    std::string name;  // "cpu:0/stream 1"
+  // One thread per (device, stream). It is also the ActorHost of its actors (they run only on
+  // it): a message between two of its actors goes to `local` (no lock, no wake-up); anything
+  // else is forwarded to the runtime.
+  struct StreamThread final : public ActorHost {
+    StreamThread(Runtime* runtime, int32_t index) : runtime(runtime), index(index) {}
+    void Post(const ActorMessage& message) override;
+    void SendRemote(Rank to, const RemoteMessage& message) override;
+    void ReturnMirrorBuffer(MirrorRegister* mirror, int32_t buffer, TaskId consumer) override;
+    void OnActed(const Actor& actor, int64_t firing, bool step_event, int64_t begin_micros) override;
+    int64_t NowMicros() const override { return runtime->NowMicros(); }
+    void OnFailed(const Actor& actor, const absl::Status& status) override { runtime->OnFailed(actor, status); }
+    void OnDone(const Actor& actor) override { runtime->OnDone(actor); }
+    bool RecordsWaits() const override { return runtime->RecordsWaits(); }
+    void OnWaited(const Actor& actor, const WaitCause& cause, int64_t begin_micros, int64_t end_micros) override {
+      runtime->OnWaited(actor, cause, begin_micros, end_micros);
+    }
+
+    Runtime* const runtime;
+    const int32_t index;  // in threads_ (the timeline's tid)
+    std::string name;     // "cpu:0/stream 1"
     Mailbox mailbox;
-    std::vector<ActorId> actors;  // in order_in_stream order
+    std::vector<ActorId> actors;       // in order_in_stream order
+    std::vector<ActorMessage> local;   // posted by this thread's actors to this thread's actors
+    bool acted = false;                // an act since the loop last stamped last_act_micros_
     std::thread thread;
   };
   struct Block {
@@ -194,10 +236,15 @@ class Runtime final : public ActorHost {
   absl::StatusOr<TaskSetup> SetUpTask(const TaskProto& task, int64_t firings_per_step, ActorSpec* spec);
   void Start();
   void ThreadLoop(StreamThread* thread);
+  // Handles `batch` on `thread`; false when it holds kStop.
+  bool HandleBatch(StreamThread* thread, const std::vector<ActorMessage>& batch, std::vector<int32_t>* touched);
+  // Every remote send goes through here; `tid` = the sending thread (timeline).
+  void SendRemoteFrom(int32_t tid, Rank to, const RemoteMessage& message);
   // REQUIRES: `touched` holds positions in thread->actors of actors that got messages.
   void FireReady(StreamThread* thread, std::vector<int32_t>* touched);
   void DescribeThread(const StreamThread& thread);
   void OnRemoteBytes(Rank from, absl::string_view bytes);
+  void DeliverRemote(Rank from, const RemoteMessage& message);  // OnRemoteBytes minus decoding, timeline
   void RecordFailure(const absl::Status& status);
   char* AllocateBytes(int64_t bytes);
 
@@ -241,11 +288,22 @@ class Runtime final : public ActorHost {
   absl::Status status_;
 
   struct TimelineEvent {
-    ActorId actor;
-    int64_t firing, begin_micros, end_micros;
+    enum Kind : uint8_t { kAct, kWait, kSend, kReceive };
+    Kind kind = kAct;
+    int32_t tid = 0;                      // kAct, kSend: the stream thread (rows: TimelineEvents)
+    ActorId actor;                        // kAct, kWait
+    int64_t firing = 0;                   // kAct
+    WaitCause cause;                      // kWait
+    int64_t begin_micros = 0, end_micros = 0;
+    RemoteKind remote_kind = RemoteKind::kReady;  // kSend, kReceive
+    int64_t register_id = 0, buffer = 0, bytes = 0, sequence = 0;
+    int32_t peer = 0;                     // the other rank
   };
+  void RecordTimelineEvent(TimelineEvent event);  // REQUIRES: env_.record_timeline
   mutable std::mutex timeline_mu_;
   std::vector<TimelineEvent> timeline_;
+  // Sends / receives so far per (peer, kind, register): the flow ids' sequence numbers.
+  std::map<std::tuple<int32_t, int, int64_t>, int64_t> sent_count_, received_count_;
 
   std::mutex pending_mu_;  // deterministic mode: the single FIFO of posted messages
   std::deque<ActorMessage> pending_;
@@ -255,6 +313,13 @@ class Runtime final : public ActorHost {
   std::vector<std::string> report_lines_;
   int64_t report_answers_ = 0;
 };
+
+// Writes `runtime`'s timeline as one Chrome trace file, {"traceEvents": [...]} with pid = the
+// rank (merge several ranks' files with tools/trace_merge.py). FailedPrecondition unless the
+// runtime records a timeline (RuntimeEnv.record_timeline); InvalidArgument naming `path` when
+// the file cannot be written.
+//   RETURN_IF_ERROR(WriteRankTimeline(*runtime, "/tmp/trace.rank0.json"));
+absl::Status WriteRankTimeline(const Runtime& runtime, const std::string& path);
 
 }  // namespace actor
 }  // namespace oneflow_like

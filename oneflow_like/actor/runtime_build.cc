@@ -162,7 +162,7 @@ absl::Status Runtime::Build(const PlanProto& plan, const RankPlanProto& rank_pla
     tasks.push_back(&task);
     StreamThread*& thread = thread_of_stream[{task.device().index(), task.stream_id()}];
     if (thread == nullptr) {
-      threads_.push_back(std::make_unique<StreamThread>());
+      threads_.push_back(std::make_unique<StreamThread>(this, static_cast<int32_t>(threads_.size())));
       thread = threads_.back().get();
       thread->name = absl::StrCat("cpu:", task.device().index(), "/stream ", task.stream_id());
     }
@@ -273,7 +273,8 @@ absl::Status Runtime::Build(const PlanProto& plan, const RankPlanProto& rank_pla
     ASSIGN_OR_RETURN(TaskSetup setup, SetUpTask(*task, rate, &spec));
     events_per_step_ += setup.step_events;
     if (task->type() == TaskProto::SOURCE) sources_.push_back(spec.id);
-    actors_.push_back(std::make_unique<Actor>(std::move(spec), std::move(setup.body), this));
+    StreamThread* host = thread_of_actor_[spec.id.value()];  // actors run on their thread only
+    actors_.push_back(std::make_unique<Actor>(std::move(spec), std::move(setup.body), host));
   }
   // Each thread offers firings in the static per-stream order.
   std::vector<int64_t> order(tasks.size());

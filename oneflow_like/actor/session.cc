@@ -18,6 +18,7 @@ absl::StatusOr<std::unique_ptr<Session>> Session::Create(const PlanProto& plan, 
   session->options_ = std::move(options);
   session->clock_ = session->options_.clock != nullptr ? session->options_.clock : &session->system_clock_;
   session->pieces_per_step_ = std::max<int64_t>(1, plan.pieces_per_step());
+  session->world_size_ = plan.world_size();
   session->hub_ = comm::LoopbackHub::Create(plan.world_size());
   for (const RankPlanProto& rank_plan : plan.rank_plans()) {
     session->allocators_.push_back(std::make_unique<CpuAllocator>());

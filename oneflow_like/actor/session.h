@@ -81,6 +81,8 @@ class Session {
   absl::Status Close();
 
   Runtime* runtime(int rank) const;  // nullptr for a rank without work
+  // The plan's world_size (ranks 0 .. world_size - 1, some possibly without work).
+  int32_t world_size() const { return world_size_; }
   // All ranks' recorded acts as one Chrome trace ({"traceEvents": [...]}; open it in
   // chrome://tracing or Perfetto). Call between steps.
   std::string TimelineJson() const;
@@ -98,6 +100,7 @@ class Session {
   SystemClock system_clock_;
   const Clock* clock_ = nullptr;
   int64_t pieces_per_step_ = 1;
+  int32_t world_size_ = 1;
   std::unique_ptr<comm::LoopbackHub> hub_;
   std::vector<std::unique_ptr<CpuAllocator>> allocators_;
   std::vector<std::unique_ptr<Runtime>> runtimes_;  // one per entry of plan.ranks

@@ -110,9 +110,21 @@ TEST(SessionTest, TimelineHasOneEventPerActOnEveryRank) {
     for (size_t at = json.find(needle); at != std::string::npos; at = json.find(needle, at + 1)) ++n;
     return n;
   };
-  // Per rank and step: x.source, v.source, x.transfer, concat, relu, y.sink, twice.sink.
-  EXPECT_EQ(count(R"("ph":"X")"), 2 * 2 * 7);
+  // Acts per rank and step: x.source, v.source, x.transfer, concat, relu, y.sink, twice.sink.
+  EXPECT_EQ(count(R"(,"firing":)"), 2 * 2 * 7);
   EXPECT_EQ(count(R"("name":"x.transfer","cat":"TRANSFER","ph":"X")"), 4);
+  // Transfers: per rank and step x goes to the peer ("ready") and comes back ("returned"); the
+  // drain sends one "end of data" per rank. Every send starts a flow that a receive ends.
+  EXPECT_EQ(count(R"("name":"send ready 'x'","cat":"transfer","ph":"X")"), 4);
+  EXPECT_EQ(count(R"("name":"receive ready 'x'","cat":"transfer","ph":"X")"), 4);
+  EXPECT_EQ(count(R"("name":"send returned 'x'","cat":"transfer","ph":"X")"), 4);
+  EXPECT_EQ(count(R"("name":"receive returned 'x'","cat":"transfer","ph":"X")"), 4);
+  EXPECT_EQ(count(R"("name":"send end of data 'x'","cat":"transfer","ph":"X")"), 2);
+  EXPECT_EQ(count(R"("ph":"s")"), 10);
+  EXPECT_EQ(count(R"("ph":"f")"), 10);
+  EXPECT_EQ(count(R"("name":"thread_name","ph":"M","pid":0,"tid":10001,"args":{"name":"receives from rank 1"})"), 1);
+  // Waits: each source waited for step 2's credit once (its last wait, the drain, never ends).
+  EXPECT_EQ(count(R"("name":"wait: step credit","cat":"wait","ph":"X")"), 4);
   EXPECT_EQ(count(R"("name":"thread_name","ph":"M","pid":1,"tid":1,"args":{"name":"cpu:0/stream 1"})"), 1);
   EXPECT_EQ(json.rfind("{\"traceEvents\": [", 0), 0u);
   EXPECT_EQ(json.substr(json.size() - 3), "]}\n");

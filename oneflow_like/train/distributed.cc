@@ -1,0 +1,177 @@
+#include "oneflow_like/train/distributed.h"
+
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "oneflow_like/core/status.h"
+#include "oneflow_like/train/fault_injection.h"
+
+namespace oneflow_like {
+namespace train {
+namespace {
+
+absl::StatusOr<std::string> Variable(const char* name, bool required) {
+  const char* value = std::getenv(name);
+  if (value == nullptr || *value == '\0') {
+    if (!required) return std::string();
+    return absl::InvalidArgumentError(absl::StrCat("environment variable ", name,
+                                                   " is not set (launch the job with tools/olrun, which sets RANK, ",
+                                                   "WORLD_SIZE, MASTER_ADDR, MASTER_PORT and OL_JOB_TOKEN)"));
+  }
+  return std::string(value);
+}
+
+absl::StatusOr<int64_t> Integer(const char* name, bool required, int64_t fallback, int64_t min, int64_t max) {
+  ASSIGN_OR_RETURN(std::string text, Variable(name, required));
+  if (text.empty()) return fallback;
+  int64_t value = 0;
+  if (!absl::SimpleAtoi(text, &value) || value < min || value > max) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("environment variable ", name, "='", text, "': expected an integer in [", min, ", ", max, "]"));
+  }
+  return value;
+}
+
+bool IsLoopback(const std::string& address) {
+  return address == "localhost" || address.rfind("127.", 0) == 0 || address == "::1";
+}
+
+}  // namespace
+
+bool LaunchedByLauncher() { return std::getenv("WORLD_SIZE") != nullptr; }
+
+absl::StatusOr<DistributedEnv> DistributedEnvFromEnviron() {
+  DistributedEnv env;
+  ASSIGN_OR_RETURN(int64_t world, Integer("WORLD_SIZE", true, 1, 1, 1 << 20));
+  env.world_size = static_cast<int32_t>(world);
+  ASSIGN_OR_RETURN(int64_t rank, Integer("RANK", true, 0, 0, world - 1));
+  env.rank = static_cast<int32_t>(rank);
+  ASSIGN_OR_RETURN(int64_t local_rank, Integer("LOCAL_RANK", false, 0, 0, 1 << 20));
+  env.local_rank = static_cast<int32_t>(local_rank);
+  ASSIGN_OR_RETURN(env.master_address, Variable("MASTER_ADDR", true));
+  ASSIGN_OR_RETURN(int64_t port, Integer("MASTER_PORT", true, 0, 1, 65535));
+  env.master_port = static_cast<int32_t>(port);
+  ASSIGN_OR_RETURN(env.job_token, Variable("OL_JOB_TOKEN", true));
+  ASSIGN_OR_RETURN(env.bind_address, Variable("OL_BIND_ADDR", false));
+  if (env.bind_address.empty()) {
+    if (!IsLoopback(env.master_address)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "MASTER_ADDR=", env.master_address, " is not a loopback address: set OL_BIND_ADDR to this node's ",
+          "address on the network the ranks share (the data transport listens only there)"));
+    }
+    env.bind_address = "127.0.0.1";
+  }
+  ASSIGN_OR_RETURN(env.heartbeat_timeout_ms, Integer("OL_HEARTBEAT_TIMEOUT_MS", false, 5000, 100, 3600000));
+  ASSIGN_OR_RETURN(env.connect_timeout_ms, Integer("OL_CONNECT_TIMEOUT_MS", false, 60000, 100, 3600000));
+  char host[256] = {0};
+  if (gethostname(host, sizeof(host) - 1) != 0) host[0] = '\0';
+  env.host = host[0] != '\0' ? host : "unknown-host";
+  return env;
+}
+
+absl::StatusOr<std::unique_ptr<DistributedContext>> DistributedContext::Create(const DistributedEnv& env) {
+  std::unique_ptr<DistributedContext> ctx(new DistributedContext());
+  ctx->env_ = env;
+  comm::ControlOptions control;
+  control.master_address = env.master_address;
+  control.master_port = env.master_port;
+  control.job_token = env.job_token;
+  control.world_size = env.world_size;
+  control.connect_timeout_ms = env.connect_timeout_ms;
+  control.heartbeat_timeout_ms = env.heartbeat_timeout_ms;
+  control.heartbeat_interval_ms = std::max<int64_t>(20, env.heartbeat_timeout_ms / 10);
+  if (env.rank == 0) {
+    absl::StatusOr<std::unique_ptr<comm::ControlServer>> server = comm::ControlServer::Start(control);
+    if (!server.ok()) {
+      return absl::Status(server.status().code(), absl::StrCat("rank 0: cannot start the control server on ",
+                                                               env.master_address, ":", env.master_port, ": ",
+                                                               server.status().message()));
+    }
+    ctx->server_ = *std::move(server);
+  }
+  ASSIGN_OR_RETURN(ctx->client_, comm::ControlClient::Connect(control, env.rank, env.host));
+  DistributedContext* raw = ctx.get();
+  ctx->client_->SetFailureHandler([raw](const absl::Status& status) { raw->OnFailure(status); });
+  MaybeInjectFault("rendezvous", env.rank);
+
+  comm::TcpTransportOptions data;
+  data.rank = env.rank;
+  data.world_size = env.world_size;
+  data.bind_address = env.bind_address;
+  data.job_token = env.job_token;
+  data.connect_timeout_ms = env.connect_timeout_ms;
+  ASSIGN_OR_RETURN(ctx->transport_, comm::TcpTransport::Listen(data));
+  ctx->transport_->SetErrorHandler([raw](const absl::Status& status) {
+    if (!raw->finished_) raw->OnFailure(status);
+  });
+  RETURN_IF_ERROR(ctx->client_->Set(absl::StrCat("data_endpoint/", env.rank), ctx->transport_->endpoint()));
+  std::vector<std::string> endpoints(env.world_size);
+  for (int32_t r = 0; r < env.world_size; ++r) {
+    absl::StatusOr<std::string> endpoint = ctx->client_->Get(absl::StrCat("data_endpoint/", r), env.connect_timeout_ms);
+    if (!endpoint.ok()) {
+      return absl::Status(endpoint.status().code(), absl::StrCat("rendezvous: waiting for the data endpoint of rank ",
+                                                                 r, ": ", endpoint.status().message()));
+    }
+    endpoints[r] = *endpoint;
+  }
+  RETURN_IF_ERROR(ctx->transport_->Connect(endpoints));
+  return ctx;
+}
+
+DistributedContext::~DistributedContext() {
+  finished_ = true;
+  transport_.reset();
+  client_.reset();
+  server_.reset();
+}
+
+absl::Status DistributedContext::CheckPlan(const PlanProto& plan) {
+  RETURN_IF_ERROR(client_->Set(absl::StrCat("plan_hash/", env_.rank), plan.content_hash()));
+  ASSIGN_OR_RETURN(std::string first, client_->Get("plan_hash/0", env_.connect_timeout_ms));
+  if (first != plan.content_hash()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "rank ", env_.rank, " compiled a different plan than rank 0 (content hash ", plan.content_hash(), " vs ",
+        first, "): every rank must run the same code with the same config and flags"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status DistributedContext::failure() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return failure_;
+}
+
+void DistributedContext::Abort(const std::string& reason) {
+  if (client_ != nullptr) client_->Abort(reason);
+}
+
+void DistributedContext::OnFailure(const absl::Status& status) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!failure_.ok()) return;
+    failure_ = status;
+  }
+  if (watchdog_started_.exchange(true)) return;
+  // Last resort: the main thread notices failure() in its waits and exits with a report; if it
+  // is stuck somewhere else, end the process anyway.
+  const int64_t grace = exit_grace_ms();
+  const int32_t rank = env_.rank;
+  const std::string message(status.message());
+  std::thread([grace, rank, message] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(grace));
+    std::fprintf(stderr, "rank %d: job failed (%s); exiting after %lld ms without a clean shutdown\n", rank,
+                 message.c_str(), static_cast<long long>(grace));
+    std::fflush(stderr);
+    std::_Exit(1);
+  }).detach();
+}
+
+}  // namespace train
+}  // namespace oneflow_like

@@ -1,0 +1,97 @@
+// DistributedContext: what one process of a multi-process job needs to run its rank of a Plan:
+// the environment set by the launcher (olrun, or torchrun-style variables), the control plane
+// (rank 0 hosts the server: rendezvous, key-value store, barriers, heartbeats), and the TCP data
+// transport connected to every peer.
+//
+//   ASSIGN_OR_RETURN(DistributedEnv env, DistributedEnvFromEnviron());   // RANK, WORLD_SIZE, ...
+//   ASSIGN_OR_RETURN(std::unique_ptr<DistributedContext> ctx, DistributedContext::Create(env));
+//   RETURN_IF_ERROR(ctx->CheckPlan(plan));         // every rank compiled the same plan
+//   // ctx->transport() is this rank's endpoint; ctx->control() the key-value store.
+//
+// Rendezvous: every rank registers with the control server at MASTER_ADDR:MASTER_PORT (with the
+// job token), publishes its data endpoint ("data_endpoint/<rank>"), reads everyone's and
+// connects the transport. Both channels authenticate with OL_JOB_TOKEN.
+// Failures: a peer that dies or stops answering (control heartbeats), a broken data link, or a
+// peer's Abort make failure() non-OK (naming the rank, its host and its last step); waits of
+// the rank executor return it. As a last resort against a main thread stuck elsewhere, the
+// process exits with status 1 if it is still alive `exit_grace_ms` after a failure.
+// Thread-safety: failure() and Abort() are thread-safe; the rest is for the main thread.
+#ifndef ONEFLOW_LIKE_TRAIN_DISTRIBUTED_H_
+#define ONEFLOW_LIKE_TRAIN_DISTRIBUTED_H_
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "oneflow_like/comm/control_client.h"
+#include "oneflow_like/comm/control_server.h"
+#include "oneflow_like/comm/tcp_transport.h"
+#include "oneflow_like/core/proto/plan.pb.h"
+
+namespace oneflow_like {
+namespace train {
+
+struct DistributedEnv {
+  int32_t rank = 0;             // RANK
+  int32_t world_size = 1;       // WORLD_SIZE
+  int32_t local_rank = 0;       // LOCAL_RANK (default 0)
+  std::string master_address;   // MASTER_ADDR
+  int32_t master_port = 0;      // MASTER_PORT
+  std::string job_token;        // OL_JOB_TOKEN (required)
+  // OL_BIND_ADDR: the interface the data transport listens on; default 127.0.0.1 when the
+  // master is a loopback address, else required (multi-node: this node's address).
+  std::string bind_address;
+  int64_t heartbeat_timeout_ms = 5000;  // OL_HEARTBEAT_TIMEOUT_MS
+  int64_t connect_timeout_ms = 60000;   // OL_CONNECT_TIMEOUT_MS: rendezvous and link set-up
+  std::string host;                     // gethostname()
+};
+
+// True when the launcher's variables are present (WORLD_SIZE is set).
+bool LaunchedByLauncher();
+// Reads the variables; InvalidArgument naming a missing or malformed one.
+absl::StatusOr<DistributedEnv> DistributedEnvFromEnviron();
+
+class DistributedContext {
+ public:
+  static absl::StatusOr<std::unique_ptr<DistributedContext>> Create(const DistributedEnv& env);
+  ~DistributedContext();
+
+  const DistributedEnv& env() const { return env_; }
+  int32_t rank() const { return env_.rank; }
+  int32_t world_size() const { return env_.world_size; }
+  comm::ControlClient* control() const { return client_.get(); }
+  comm::TcpTransport* transport() const { return transport_.get(); }
+
+  // Every rank publishes the plan's content hash; each compares with rank 0's.
+  // FailedPrecondition naming both hashes when they differ.
+  absl::Status CheckPlan(const PlanProto& plan);
+  // OK, or the job's first failure (a peer's death, a broken link, an abort).
+  absl::Status failure() const;
+  // Tells every rank this one fails with `reason` (then the caller exits non-zero).
+  void Abort(const std::string& reason);
+  // After the job's last barrier: link EOFs from finishing peers are no longer failures.
+  void MarkFinished() { finished_ = true; }
+
+  int64_t exit_grace_ms() const { return 2 * env_.heartbeat_timeout_ms + 5000; }
+
+ private:
+  DistributedContext() = default;
+  void OnFailure(const absl::Status& status);
+
+  DistributedEnv env_;
+  std::unique_ptr<comm::ControlServer> server_;  // rank 0 only
+  std::unique_ptr<comm::ControlClient> client_;
+  std::unique_ptr<comm::TcpTransport> transport_;
+  mutable std::mutex mu_;
+  absl::Status failure_;
+  std::atomic<bool> finished_{false};
+  std::atomic<bool> watchdog_started_{false};
+};
+
+}  // namespace train
+}  // namespace oneflow_like
+
+#endif  // ONEFLOW_LIKE_TRAIN_DISTRIBUTED_H_

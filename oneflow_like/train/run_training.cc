@@ -1,0 +1,114 @@
+#include "oneflow_like/train/run_training.h"
+
+#include <algorithm>
+#include <cstdlib>
+#include <filesystem>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "oneflow_like/core/status.h"
+#include "oneflow_like/train/checkpoint.h"
+
+namespace oneflow_like {
+namespace train {
+namespace {
+
+std::string LayoutText(const models::ParallelLayout& l) { return absl::StrCat("dp", l.dp, " tp", l.tp, " pp", l.pp); }
+
+double Median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.size() % 2 ? v[v.size() / 2] : (v[v.size() / 2 - 1] + v[v.size() / 2]) / 2;
+}
+
+}  // namespace
+
+absl::StatusOr<std::string> SaveTrainerCheckpoint(Trainer* trainer, const std::string& root, int64_t step) {
+  StepExecutor* exec = trainer->executor();
+  const std::string dir = CheckpointDirName(root, step);
+  CheckpointMeta meta;
+  meta.step = step;
+  meta.data_position = step + 1;  // the data of step s is a function of s: resume at the next one
+  meta.layout = LayoutText(trainer->options().layout);
+  meta.plan_hash = std::strtoull(trainer->plan().content_hash().c_str(), nullptr, 16);
+  // A checkpoint of the same step from an earlier run goes first, so a crash mid-save can never
+  // leave its COMPLETE marker next to new, partial shards.
+  if (exec->leader()) {
+    std::error_code error;
+    std::filesystem::remove_all(dir, error);
+    if (error) return absl::InternalError(absl::StrCat("checkpoint: cannot replace ", dir, ": ", error.message()));
+  }
+  RETURN_IF_ERROR(exec->Barrier(absl::StrCat("checkpoint_begin_", step)));
+  for (actor::Runtime* runtime : exec->local_runtimes()) {
+    RETURN_IF_ERROR(SaveRankShards(*runtime, meta, exec->world_size(), dir));
+  }
+  RETURN_IF_ERROR(exec->Barrier(absl::StrCat("checkpoint_saved_", step)));
+  if (exec->leader()) RETURN_IF_ERROR(MarkCheckpointComplete(dir, exec->world_size()));
+  RETURN_IF_ERROR(exec->Barrier(absl::StrCat("checkpoint_complete_", step)));
+  return dir;
+}
+
+absl::Status LoadTrainerCheckpoint(Trainer* trainer, const std::string& dir) {
+  int64_t step = -1;
+  for (actor::Runtime* runtime : trainer->executor()->local_runtimes()) {
+    ASSIGN_OR_RETURN(CheckpointMeta meta, LoadRankShards(runtime, dir));
+    step = meta.step;
+  }
+  trainer->set_next_step(step + 1);
+  return absl::OkStatus();
+}
+
+absl::Status RunTraining(const TrainerOptions& options, const RunOptions& run, const OpRegistry* registry,
+                         std::ostream& out) {
+  TrainerOptions o = options;
+  o.record_timeline = o.record_timeline || !run.timeline_dir.empty();
+  if (run.resume && run.checkpoint_dir.empty()) {
+    return absl::InvalidArgumentError("--resume needs --checkpoint_dir (where to look for checkpoints)");
+  }
+  ASSIGN_OR_RETURN(std::unique_ptr<Trainer> trainer, Trainer::Create(o, registry));
+  const bool leader = trainer->executor()->leader();
+  if (leader) out << trainer->PlanSummary() << std::flush;
+  if (run.resume) {
+    absl::StatusOr<std::string> latest = LatestCheckpoint(run.checkpoint_dir);
+    if (latest.ok()) {
+      RETURN_IF_ERROR(LoadTrainerCheckpoint(trainer.get(), *latest));
+      if (leader) out << "resumed from " << *latest << ": continuing at step " << trainer->next_step() << "\n";
+    } else if (absl::IsNotFound(latest.status())) {
+      if (leader) out << "resume: no complete checkpoint in " << run.checkpoint_dir << "; starting at step 0\n";
+    } else {
+      return latest.status();
+    }
+  }
+  std::vector<double> times;
+  const int64_t timed_from = trainer->next_step() + run.warmup_steps;
+  while (trainer->next_step() < run.steps) {
+    ASSIGN_OR_RETURN(StepResult r, trainer->RunStep());
+    if (leader) {
+      out << absl::StrFormat("step %d loss %.6f time %.1f ms %.0f %s\n", r.step, r.loss, 1e3 * r.seconds,
+                             r.items_per_second, trainer->item_unit())
+          << std::flush;
+    }
+    if (r.step >= timed_from) times.push_back(r.seconds);
+    const bool last = trainer->next_step() >= run.steps;
+    if (!run.checkpoint_dir.empty() && (last || (run.checkpoint_every > 0 && (r.step + 1) % run.checkpoint_every == 0))) {
+      ASSIGN_OR_RETURN(std::string dir, SaveTrainerCheckpoint(trainer.get(), run.checkpoint_dir, r.step));
+      if (leader) out << "checkpoint: step " << r.step << " saved to " << dir << "\n" << std::flush;
+    }
+  }
+  if (!times.empty() && leader) {
+    const double median = Median(times);
+    int64_t peak = 0;
+    for (const RankMemoryProto& m : trainer->plan().memory()) peak = std::max(peak, m.planned_bytes());
+    out << absl::StrFormat("RESULT median_ms_per_step=%.2f %s=%.0f steps_timed=%d planned_peak_mib_per_rank=%.1f\n",
+                           1e3 * median, trainer->item_unit(), trainer->items_per_step() / median, times.size(),
+                           static_cast<double>(peak) / (1 << 20));
+  }
+  if (!run.timeline_dir.empty()) {
+    RETURN_IF_ERROR(trainer->WriteTimeline(run.timeline_dir));
+    if (leader) out << "timeline: " << (std::filesystem::path(run.timeline_dir) / "timeline.json").string() << "\n";
+  }
+  return trainer->executor()->Close();
+}
+
+}  // namespace train
+}  // namespace oneflow_like
