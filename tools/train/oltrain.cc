@@ -1,18 +1,92 @@
 // oltrain: the end-to-end trainer binary (flags: oneflow_like/train/trainer_flags.h; run with
-// --help). All ranks of the compiled plan run in this process as threads.
+// --help; config files: oneflow_like/train/config_file.h).
+// - Started by the launcher (tools/olrun sets WORLD_SIZE, RANK, MASTER_ADDR, MASTER_PORT,
+//   OL_JOB_TOKEN): this process runs its rank of the plan; the ranks talk over TCP.
+// - Started directly: all ranks of the plan run in this process as threads.
 //   bazel run -c opt //tools/train:oltrain -- --model=gpt --steps=5
+//   tools/olrun --nproc-per-node 4 --config configs/gpt_4rank.cfg
+#include <cstdio>
+#include <cstdlib>
 #include <iostream>
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "oneflow_like/core/ops/builtin_ops.h"
+#include "oneflow_like/train/config_file.h"
+#include "oneflow_like/train/distributed.h"
+#include "oneflow_like/train/rank_executor.h"
+#include "oneflow_like/train/run_training.h"
 #include "oneflow_like/train/trainer.h"
 #include "oneflow_like/train/trainer_flags.h"
 
+namespace {
+
+using namespace oneflow_like;
+
+// Flags, or a config file (--config FILE) with the other flags as overrides.
+absl::StatusOr<train::TrainerFlags> ParseArgs(const std::vector<std::string>& args) {
+  std::vector<std::string> rest;
+  std::string config;
+  for (size_t i = 0; i < args.size(); ++i) {
+    if (args[i].rfind("--config=", 0) == 0) {
+      config = args[i].substr(9);
+    } else if (args[i] == "--config" && i + 1 < args.size()) {
+      config = args[++i];
+    } else {
+      rest.push_back(args[i]);
+    }
+  }
+  if (config.empty()) return train::ParseTrainerFlags(args);
+  return train::ParseTrainerConfig(config, rest);
+}
+
+int RunDistributed(train::TrainerOptions options, const train::RunOptions& run, const OpRegistry* registry) {
+  absl::StatusOr<train::DistributedEnv> env = train::DistributedEnvFromEnviron();
+  if (!env.ok()) {
+    std::cerr << "oltrain: " << env.status().message() << "\n";
+    return 2;
+  }
+  const models::ParallelLayout& l = options.layout;
+  if (l.dp * l.tp * l.pp != env->world_size) {
+    std::cerr << "oltrain: the layout dp=" << l.dp << " x tp=" << l.tp << " x pp=" << l.pp << " needs "
+              << l.dp * l.tp * l.pp << " ranks, but WORLD_SIZE is " << env->world_size
+              << " (olrun --nnodes x --nproc-per-node)\n";
+    return 2;
+  }
+  if (!run.timeline_dir.empty()) {
+    std::cerr << "oltrain: --timeline records in-process runs only (run without olrun to get a trace)\n";
+    return 2;
+  }
+  absl::StatusOr<std::unique_ptr<train::DistributedContext>> context = train::DistributedContext::Create(*env);
+  if (!context.ok()) {
+    std::cerr << "oltrain: rank " << env->rank << ": " << context.status() << "\n";
+    std::cerr.flush();
+    std::_Exit(1);  // peers learn it from the control plane; skip destructors of half-built links
+  }
+  train::DistributedContext* ctx = context->get();
+  options.executor_factory = [ctx](const PlanProto& plan, const OpRegistry* reg, actor::SessionOptions session)
+      -> absl::StatusOr<std::unique_ptr<train::StepExecutor>> {
+    RETURN_IF_ERROR(ctx->CheckPlan(plan));
+    return train::CreateRankExecutor(plan, reg, std::move(session), ctx);
+  };
+  const absl::Status status = train::RunTraining(options, run, registry, std::cout);
+  std::cout.flush();
+  if (!status.ok()) {
+    ctx->Abort(std::string(status.message()));
+    std::cerr << "oltrain: rank " << env->rank << " failed: " << status << "\n";
+    std::cerr.flush();
+    std::_Exit(1);  // peers may be gone mid-protocol: no orderly teardown
+  }
+  context->reset();
+  return 0;
+}
+
+}  // namespace
+
 int main(int argc, char** argv) {
-  using namespace oneflow_like;
   const std::vector<std::string> args(argv + 1, argv + argc);
-  absl::StatusOr<train::TrainerFlags> flags = train::ParseTrainerFlags(args);
+  absl::StatusOr<train::TrainerFlags> flags = ParseArgs(args);
   if (!flags.ok()) {
     std::cerr << "oltrain: " << flags.status().message() << "\n";
     return 2;
@@ -21,12 +95,17 @@ int main(int argc, char** argv) {
     std::cout << train::TrainerUsage();
     return 0;
   }
+  train::RunOptions run;
+  run.steps = flags->steps;
+  run.warmup_steps = flags->warmup_steps;
+  run.timeline_dir = flags->timeline_dir;
+  run.checkpoint_dir = flags->checkpoint_dir;
+  run.checkpoint_every = flags->checkpoint_every;
+  run.resume = flags->resume;
   OpRegistry registry;
   absl::Status status = RegisterBuiltinOps(&registry);
-  if (status.ok()) {
-    status = train::RunTraining(flags->options, flags->steps, flags->warmup_steps, flags->timeline_dir, &registry,
-                                std::cout);
-  }
+  if (status.ok() && train::LaunchedByLauncher()) return RunDistributed(flags->options, run, &registry);
+  if (status.ok()) status = train::RunTraining(flags->options, run, &registry, std::cout);
   if (!status.ok()) {
     std::cerr << "oltrain: " << status << "\n";
     return 1;
