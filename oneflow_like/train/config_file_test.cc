@@ -26,8 +26,8 @@ TEST(ConfigFileTest, ShippedGpt4RankConfig) {
   EXPECT_EQ(o.micro_batches, 2);
   EXPECT_EQ(o.text_path, "/usr/share/common-licenses/GPL-3");
   EXPECT_DOUBLE_EQ(o.learning_rate, 3e-3);
-  EXPECT_EQ(f->steps, 150);
-  EXPECT_EQ(f->checkpoint_every, 50);
+  EXPECT_EQ(f->steps, 300);
+  EXPECT_EQ(f->checkpoint_every, 100);
   EXPECT_EQ(f->config_path, "configs/gpt_4rank.cfg");
 }
 
