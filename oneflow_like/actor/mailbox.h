@@ -4,7 +4,7 @@
 //   Mailbox box;
 //   box.Push(message);                        // any thread
 //   std::vector<ActorMessage> batch;
-//   box.PopAll(&batch, /*spin_polls=*/2000);  // owner: blocks until at least one message
+//   box.PopAll(&batch, /*spin_polls=*/4000);  // owner: blocks until at least one message
 //   if (box.TryPopAll(&batch)) { ... }        // owner: never blocks
 //
 // Cost model (the cross-thread hop of the runtime): Push takes the lock and signals the
@@ -54,15 +54,14 @@ class Mailbox {
   }
 
   // Owner thread only: like TryPopAll, but waits until at least one message arrived: it polls
-  // `spin_polls` times (about 20 ns each; every 64th poll yields the core) before sleeping.
+  // `spin_polls` times (a plain load each; every 256th poll yields the core) before sleeping.
+  // No PAUSE instruction: under KVM a PAUSE loop traps to the hypervisor (pause-loop exiting),
+  // which measured worse than sleeping at once; yielding keeps a spinning thread from starving
+  // a runnable one of the same core.
   void PopAll(std::vector<ActorMessage>* batch, int64_t spin_polls = 0) {
     batch->clear();
-    for (int64_t poll = 0; poll < spin_polls && !has_messages_.load(std::memory_order_acquire); ++poll) {
-      if (kYieldEvery > 0 && poll % kYieldEvery == kYieldEvery - 1) {
-        std::this_thread::yield();  // let a runnable thread of this core go first
-      } else if (kPause) {
-        CpuRelax();
-      }
+    for (int64_t poll = 1; poll <= spin_polls && !has_messages_.load(std::memory_order_acquire); ++poll) {
+      if (poll % kYieldEvery == 0) std::this_thread::yield();
     }
     std::unique_lock<std::mutex> lock(mu_);
     while (queue_.empty()) {
@@ -74,19 +73,7 @@ class Mailbox {
   }
 
  private:
-#ifndef OL_MAILBOX_YIELD_EVERY
-#define OL_MAILBOX_YIELD_EVERY 0
-#endif
-#ifndef OL_MAILBOX_PAUSE
-#define OL_MAILBOX_PAUSE 0
-#endif
-  static constexpr int64_t kYieldEvery = OL_MAILBOX_YIELD_EVERY;
-  static constexpr bool kPause = OL_MAILBOX_PAUSE;
-  static void CpuRelax() {
-#if defined(__x86_64__) || defined(__i386__)
-    __builtin_ia32_pause();
-#endif
-  }
+  static constexpr int64_t kYieldEvery = 256;
   void TakeLocked(std::vector<ActorMessage>* batch) {
     batch->swap(queue_);  // queue_ keeps the batch's old (cleared) capacity
     has_messages_.store(false, std::memory_order_relaxed);

@@ -90,11 +90,11 @@ struct RuntimeEnv {
   // Record every act (actor, thread, begin, end), every wait that preceded an act (what the
   // actor lacked) and every remote send/receive, for TimelineEvents() / WriteRankTimeline().
   bool record_timeline = false;
-  // Before a stream thread sleeps on its empty mailbox it polls it this many times (~20 ns
-  // each, yielding the core every 64th poll: ~40 us by default), so a message from another
-  // thread arriving meanwhile costs no sleep/wake round trip (the cross-thread hop). 0 = sleep
-  // at once (less CPU when threads far outnumber cores).
-  int64_t idle_spin_polls = 2000;
+  // Before a stream thread sleeps on its empty mailbox it polls it this many times (a load
+  // each, yielding the core every 256th poll: some microseconds), so a message from another
+  // thread arriving meanwhile costs no sleep/wake round trip (the cross-thread hop; see
+  // mailbox.h). 0 = sleep at once (less CPU when threads far outnumber cores).
+  int64_t idle_spin_polls = 4000;
 };
 
 class Runtime final : public ActorHost {
@@ -133,7 +133,8 @@ class Runtime final : public ActorHost {
   bool Finished() const;
   // Number of acts so far (the watchdog's progress measure).
   int64_t progress() const { return progress_.load(); }
-  // Microseconds (by the env's clock) since the last act, or since Create if none.
+  // Microseconds (by the env's clock) since the last act (stamped when the thread finished the
+  // batch of messages that led to it: one clock read per batch), or since Create if none.
   int64_t IdleMicros() const { return clock_->NowMicros() - last_act_micros_.load(); }
   bool records_timeline() const { return env_.record_timeline; }
   // OK, or the first failure (a kernel error, a bad remote message, a transport error).

@@ -5,6 +5,9 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdlib>
+#include <fstream>
+#include <iterator>
 #include <mutex>
 #include <thread>
 
@@ -128,6 +131,44 @@ TEST(SessionTest, TimelineHasOneEventPerActOnEveryRank) {
   EXPECT_EQ(count(R"("name":"thread_name","ph":"M","pid":1,"tid":1,"args":{"name":"cpu:0/stream 1"})"), 1);
   EXPECT_EQ(json.rfind("{\"traceEvents\": [", 0), 0u);
   EXPECT_EQ(json.substr(json.size() - 3), "]}\n");
+}
+
+// Per-rank trace files: each holds only its own rank's events (pid = rank), as a whole
+// {"traceEvents": [...]} document; clear errors without a timeline or with a bad path.
+TEST(SessionTest, WriteRankTimelineWritesOneFilePerRank) {
+  std::unique_ptr<OpRegistry> registry = MakeBuiltinRegistry();
+  SessionOptions options;
+  options.record_timeline = true;
+  absl::StatusOr<std::unique_ptr<Session>> session = Session::Create(AllGatherPlan(), registry.get(), options);
+  ASSERT_TRUE(session.ok()) << session.status();
+  ASSERT_TRUE((*session)->Feed("x", Iota(Shape{4, 3}, 0, 1)).ok());
+  ASSERT_TRUE((*session)->RunStep().ok());
+  const char* tmp = std::getenv("TEST_TMPDIR");
+  const std::string dir = tmp != nullptr ? tmp : "/tmp";
+  for (int rank = 0; rank < 2; ++rank) {
+    const std::string path = dir + "/trace.rank" + std::to_string(rank) + ".json";
+    ASSERT_TRUE(WriteRankTimeline(*(*session)->runtime(rank), path).ok());
+    std::ifstream file(path);
+    const std::string json((std::istreambuf_iterator<char>(file)), std::istreambuf_iterator<char>());
+    EXPECT_EQ(json.rfind("{\"traceEvents\": [\n", 0), 0u);
+    EXPECT_EQ(json.substr(json.size() - 4), "\n]}\n");
+    const std::string mine = ",\"pid\":" + std::to_string(rank) + ",";
+    const std::string other = ",\"pid\":" + std::to_string(1 - rank) + ",";
+    EXPECT_NE(json.find(mine + R"("tid":0,"args":{"task":)"), std::string::npos) << json;  // an act
+    EXPECT_EQ(json.find(other), std::string::npos) << "rank " << rank << "'s file has the other rank's events";
+    EXPECT_NE(json.find(R"("name":"send ready 'x'")"), std::string::npos);     // x to the peer
+    EXPECT_NE(json.find(R"("name":"receive ready 'x'")"), std::string::npos);  // the peer's x
+    EXPECT_NE(json.find(R"("name":"process_name","ph":"M","pid":)" + std::to_string(rank)), std::string::npos);
+  }
+  absl::Status bad_path = WriteRankTimeline(*(*session)->runtime(0), dir + "/no/such/dir/trace.json");
+  EXPECT_EQ(bad_path.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(bad_path.message()), HasSubstr(dir + "/no/such/dir/trace.json"));
+
+  absl::StatusOr<std::unique_ptr<Session>> untimed = Session::Create(AllGatherPlan(), registry.get());
+  ASSERT_TRUE(untimed.ok());
+  absl::Status not_recorded = WriteRankTimeline(*(*untimed)->runtime(0), dir + "/untimed.json");
+  EXPECT_EQ(not_recorded.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(std::string(not_recorded.message()), HasSubstr("record_timeline"));
 }
 
 // P -> S(0) reduce-scatter on 2 ranks: each rank slices its partial p[4,3] into halves, keeps

@@ -19,7 +19,9 @@
 // < 5 us per cross-thread hop.
 //
 // Usage (build optimized; a fastbuild binary measures -O0 code):
-//   bazel run -c opt //tools/bench:runtime_bench -- [--rounds 3] [--no_torch]
+//   bazel run -c opt //tools/bench:runtime_bench -- [--rounds 3] [--no_torch] [--spin_polls N]
+// --spin_polls sets RuntimeEnv.idle_spin_polls (polls of an empty mailbox before a thread
+// sleeps; default: the runtime's default; 0 = sleep at once).
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
@@ -76,11 +78,13 @@ PlanProto BuildChain(int hops, int64_t pieces, int32_t count, bool two_streams) 
 // One Runtime over a chain plan; Step() feeds the pieces, runs one step and returns its seconds.
 class ChainRunner {
  public:
-  static std::unique_ptr<ChainRunner> Create(int hops, int64_t pieces, int32_t count, bool two_streams) {
+  static std::unique_ptr<ChainRunner> Create(int hops, int64_t pieces, int32_t count, bool two_streams,
+                                             int64_t spin_polls) {
     std::unique_ptr<ChainRunner> runner(new ChainRunner());
     runner->pieces_ = pieces;
     RuntimeEnv env;
     env.allocator = &runner->allocator_;
+    if (spin_polls >= 0) env.idle_spin_polls = spin_polls;
     absl::StatusOr<std::unique_ptr<Runtime>> runtime =
         Runtime::Create(BuildChain(hops, pieces, count, two_streams), 0, std::move(env));
     if (!runtime.ok()) {
@@ -164,7 +168,9 @@ TorchResult RunTorch(int reps) {
 int Main(int argc, char** argv) {
   int rounds = 3;
   bool torch = true;
+  int64_t spin_polls = -1;  // the runtime's default
   for (int i = 1; i < argc; ++i) {
+    if (std::strcmp(argv[i], "--spin_polls") == 0 && i + 1 < argc) spin_polls = std::atoll(argv[++i]);
     if (std::strcmp(argv[i], "--rounds") == 0 && i + 1 < argc) rounds = std::max(1, std::atoi(argv[++i]));
     if (std::strcmp(argv[i], "--no_torch") == 0) torch = false;
   }
@@ -175,10 +181,10 @@ int Main(int argc, char** argv) {
   constexpr int kLatencyHops = 1000;
   constexpr int kLatencySteps = 100;
 
-  auto one_thread = ChainRunner::Create(kChainHops, kChainPieces, /*count=*/2, /*two_streams=*/false);
-  auto two_threads = ChainRunner::Create(kChainHops, kChainPieces, /*count=*/2, /*two_streams=*/true);
-  auto ping_pong = ChainRunner::Create(kLatencyHops, /*pieces=*/1, /*count=*/1, /*two_streams=*/true);
-  auto same_thread = ChainRunner::Create(kLatencyHops, /*pieces=*/1, /*count=*/1, /*two_streams=*/false);
+  auto one_thread = ChainRunner::Create(kChainHops, kChainPieces, /*count=*/2, /*two_streams=*/false, spin_polls);
+  auto two_threads = ChainRunner::Create(kChainHops, kChainPieces, /*count=*/2, /*two_streams=*/true, spin_polls);
+  auto ping_pong = ChainRunner::Create(kLatencyHops, /*pieces=*/1, /*count=*/1, /*two_streams=*/true, spin_polls);
+  auto same_thread = ChainRunner::Create(kLatencyHops, /*pieces=*/1, /*count=*/1, /*two_streams=*/false, spin_polls);
   for (ChainRunner* r : {one_thread.get(), two_threads.get()}) r->Step();  // warm-up
   for (ChainRunner* r : {ping_pong.get(), same_thread.get()}) r->Step();
 
@@ -209,7 +215,8 @@ int Main(int argc, char** argv) {
 
   const double a1 = Median(acts1), a2 = Median(acts2), hc = Median(hop_cross), hs = Median(hop_same);
   const double us1 = 1e6 / a1, us2 = 1e6 / a2;
-  std::printf("\nactor runtime vs PyTorch eager, median of %d rounds (TICK chains of %d actors, %lld pieces; "
+  std::printf("\nidle_spin_polls: %s\n", spin_polls < 0 ? "runtime default" : std::to_string(spin_polls).c_str());
+  std::printf("actor runtime vs PyTorch eager, median of %d rounds (TICK chains of %d actors, %lld pieces; "
               "latency: %d hops x %d steps of 1 piece)\n",
               rounds, kChainHops + 2, static_cast<long long>(kChainPieces), kLatencyHops, kLatencySteps);
   std::printf("%-44s %14s %12s %10s\n", "measure", "value", "us/event", "goal");
