@@ -3,13 +3,14 @@
 
 Contract:
   olrun [--nnodes N] [--node-rank I] --nproc-per-node P [--master-addr A] [--master-port Q]
-        [--job-token T] [--log-dir D] [--timeout-s S] [--grace-s G]
+        [--job-token T] [--log-dir D] [--timeout-s S] [--report-s R] [--grace-s G]
         (script.py [args...] | --config FILE [trainer args...])
   starts P processes, global ranks I*P .. I*P+P-1 of a world of N*P, each with the rank/world
   variables listed in `olrun --help`. Every line a rank prints is streamed with a "[rank R] "
   prefix (its stdout to our stdout, its stderr to our stderr). The job ends when every rank has
   ended: exit 0 if all exited 0; otherwise the first rank to fail (non-zero exit or a signal)
-  stops the others (SIGTERM to each rank's process group, SIGKILL after the grace period) and
+  stops the others (after --report-s for them to exit with their own report: SIGTERM to each
+  rank's process group, SIGKILL after the grace period) and
   olrun exits with that rank's code (128+signal for a signal) after a summary naming it.
 
 Example (4 ranks on this machine, the built-in trainer):
@@ -49,7 +50,7 @@ EXIT_TIMEOUT = 124
 
 # Options that take a value; --config ends olrun's options (the rest goes to the trainer).
 VALUE_OPTIONS = ("--nnodes", "--node-rank", "--nproc-per-node", "--master-addr", "--master-port",
-                 "--job-token", "--log-dir", "--timeout-s", "--grace-s")
+                 "--job-token", "--log-dir", "--timeout-s", "--report-s", "--grace-s")
 
 EPILOG = """\
 environment set for every rank:
@@ -127,6 +128,9 @@ def make_parser():
     parser.add_argument("--timeout-s", type=float, default=None, metavar="S",
                         help="wall-clock limit of the whole job in seconds; on expiry every rank is "
                              "stopped and olrun exits 124")
+    parser.add_argument("--report-s", type=float, default=3.0, metavar="R",
+                        help="after a rank fails, seconds the others get to notice it and exit with "
+                             "their own report before olrun stops them (default 3)")
     parser.add_argument("--grace-s", type=float, default=5.0, metavar="G",
                         help="seconds between SIGTERM and SIGKILL when stopping ranks (default 5)")
     parser.add_argument("--config", default=None, metavar="FILE",
@@ -221,6 +225,8 @@ def parse_arguments(argv, root):
         fail(f"--timeout-s {args.timeout_s}: must be > 0")
     if not args.grace_s >= 0:
         fail(f"--grace-s {args.grace_s}: must be >= 0")
+    if not args.report_s >= 0:
+        fail(f"--report-s {args.report_s}: must be >= 0")
     if script is not None:
         if script.startswith("-"):
             fail(f"unrecognized option {script}")
@@ -348,6 +354,7 @@ class Job:
         self.failures = []           # global ranks that ended badly before the stop, in order seen
         self.stop_reason = None      # why olrun stopped the job (None: it did not)
         self.term_sent_at = None
+        self.failed_at = None        # when the first failure was seen
         self.kill_sent = False
         self.signal_received = None
         self.escalate = False
@@ -420,7 +427,12 @@ class Job:
         while len(self.exits) < len(self.processes):
             self.record_exits()
             if self.failures and self.stop_reason is None:
-                self.begin_stop(f"rank {self.failures[0]} failed")
+                # The others usually learn of the failure themselves (control plane) and exit with
+                # a report naming it; give them --report-s for that before stopping them.
+                if self.failed_at is None:
+                    self.failed_at = time.monotonic()
+                if time.monotonic() - self.failed_at >= self.args.report_s:
+                    self.begin_stop(f"rank {self.failures[0]} failed")
             if self.signal_received is not None and self.stop_reason is None:
                 self.begin_stop(f"olrun got {signal.Signals(self.signal_received).name}", self.signal_received)
             if (self.args.timeout_s is not None and self.stop_reason is None and

@@ -400,3 +400,24 @@ def test_help_documents_every_flag_and_variable():
 
 if __name__ == "__main__":
     sys.exit(pytest.main([__file__, "-q"]))
+
+
+def test_peers_get_report_time_before_being_stopped(tmp_path):
+    # Rank 1 fails at once; rank 0 "notices" a moment later and exits with its own report, as
+    # oltrain ranks do when the control plane tells them a peer died. Within --report-s olrun
+    # lets it, so its report reaches the output and it is not counted as stopped by olrun.
+    script = write(tmp_path, "r.py", """
+        import os, sys, time
+        if os.environ["RANK"] == "1":
+            sys.exit(3)
+        time.sleep(0.5)
+        print("rank 0: peer rank 1 died", flush=True)
+        sys.exit(1)
+        """)
+    p = run(["--nproc-per-node", "2", "--report-s", "20", script])
+    assert p.returncode == 3, p.stdout + p.stderr
+    assert "[rank 0] rank 0: peer rank 1 died" in p.stdout, p.stdout + p.stderr
+    assert "first failure: rank 1" in p.stderr
+    assert "stopped by olrun" not in p.stderr, p.stderr
+    bad = run(["--nproc-per-node", "2", "--report-s", "-1", script])
+    assert bad.returncode == 2 and "--report-s" in bad.stderr
