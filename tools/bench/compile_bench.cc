@@ -9,6 +9,8 @@
 //   bazel run -c opt //tools/bench:compile_bench -- 8 64         # chosen world sizes
 //   bazel run -c opt //tools/bench:compile_bench -- --collective 512   # GPU-style boxing tasks
 // A world size W picks the layout of the table below (W must be one of them).
+#include <time.h>
+
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -23,6 +25,14 @@
 
 namespace oneflow_like {
 namespace {
+
+// CPU seconds of the whole process (all threads) so far: on a loaded machine a phase's CPU time
+// is steadier than its wall time (printed beside it on stderr).
+double ProcessCpuSeconds() {
+  timespec now{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &now);
+  return static_cast<double>(now.tv_sec) + 1e-9 * static_cast<double>(now.tv_nsec);
+}
 
 struct Case {
   int64_t world;
@@ -70,8 +80,12 @@ int Run(const std::vector<int64_t>& worlds, bool collective) {
     const double build = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     compiler::CompileOptions options;
     if (collective) options.boxing = compiler::BoxingStyle::kCollective;
-    options.on_phase = [world](const std::string& phase, double seconds) {
-      std::fprintf(stderr, "  [%lld ranks] %-14s %7.2f s\n", static_cast<long long>(world), phase.c_str(), seconds);
+    double cpu_mark = ProcessCpuSeconds();
+    options.on_phase = [world, &cpu_mark](const std::string& phase, double seconds) {
+      const double cpu = ProcessCpuSeconds();
+      std::fprintf(stderr, "  [%lld ranks] %-14s %7.2f s  (cpu %7.2f s)\n", static_cast<long long>(world),
+                   phase.c_str(), seconds, cpu - cpu_mark);
+      cpu_mark = cpu;
     };
     compiler::CompileReport report;
     absl::StatusOr<PlanProto> plan = compiler::Compile(*std::move(graph), options, &report);
@@ -81,6 +95,8 @@ int Run(const std::vector<int64_t>& worlds, bool collective) {
                    std::string(plan.status().message()).c_str());
       return 1;
     }
+    std::fprintf(stderr, "  [%lld ranks] content_hash %s\n", static_cast<long long>(world),
+                 plan->content_hash().c_str());
     std::map<std::string, double> phase;
     for (const auto& [name, seconds] : report.phase_seconds) phase[name] += seconds;
     int64_t tasks = 0, registers = 0;

@@ -91,9 +91,16 @@ absl::StatusOr<std::vector<RankMemory>> AssignMemory(int64_t alignment, bool reu
   std::map<int32_t, int64_t> num_tasks;
   std::map<int32_t, DeviceProto> device;
   std::vector<int64_t> position(builder->tasks().size());
+  int32_t last_rank = -1;
+  int64_t* last_count = nullptr;
   for (const TaskInfo& t : builder->tasks()) {
-    position[t.proto.id()] = num_tasks[t.proto.rank()]++;
-    device.emplace(t.proto.rank(), t.proto.device());
+    if (last_count == nullptr || t.proto.rank() != last_rank) {  // tasks come in runs per rank
+      last_rank = t.proto.rank();
+      auto [it, fresh] = num_tasks.try_emplace(last_rank, 0);
+      if (fresh) device.emplace(last_rank, t.proto.device());
+      last_count = &it->second;
+    }
+    position[t.proto.id()] = (*last_count)++;
   }
   // Registers live the whole step cannot share bytes with anything: they are laid out back to
   // back after the planned region of block 1 instead of going through the planner (which would

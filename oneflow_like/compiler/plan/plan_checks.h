@@ -4,7 +4,11 @@
 #ifndef ONEFLOW_LIKE_COMPILER_PLAN_PLAN_CHECKS_H_
 #define ONEFLOW_LIKE_COMPILER_PLAN_PLAN_CHECKS_H_
 
+#include <cstdint>
+#include <map>
 #include <string>
+#include <tuple>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "oneflow_like/compiler/plan/plan_index.h"
@@ -24,10 +28,16 @@ absl::Status CheckTasks(const PlanIndex& index);
 absl::Status CheckRegisters(const PlanIndex& index);
 // 4. Blocks, locations, persistent overlap, PlanProto.memory (plan_verifier_memory.cc).
 absl::Status CheckMemoryLayout(const PlanIndex& index, const PlanVerifierOptions& options);
+// (rank, device type, device index, stream id): one runtime thread.
+using PlanStreamKey = std::tuple<int32_t, std::string, int32_t, int32_t>;
+// The tasks of every stream sorted by order_in_stream (ties keep plan order), streams in key
+// order. Built once (GroupStreams, plan_verifier_streams.cc) for checks 5 and 6.
+using PlanStreams = std::map<PlanStreamKey, std::vector<const TaskProto*>>;
+PlanStreams GroupStreams(const PlanIndex& index);
 // 5. order_in_stream permutations and producer-before-consumer (plan_verifier_streams.cc).
-absl::Status CheckStreamOrder(const PlanIndex& index);
+absl::Status CheckStreamOrder(const PlanIndex& index, const PlanStreams& streams);
 // 6. Collective order per communicator group (plan_verifier_streams.cc).
-absl::Status CheckCollectiveOrder(const PlanIndex& index);
+absl::Status CheckCollectiveOrder(const PlanStreams& streams);
 // 6b. Collective geometry: regions per member, slot shapes, kind rules, members agree
 // (plan_verifier_collectives.cc).
 absl::Status CheckCollectiveGeometry(const PlanIndex& index);

@@ -7,6 +7,10 @@
 #include <string>
 #include <vector>
 
+#include <google/protobuf/io/coded_stream.h>
+#include <google/protobuf/io/zero_copy_stream_impl_lite.h>
+#include <google/protobuf/unknown_field_set.h>
+
 #include "gtest/gtest.h"
 #include "oneflow_like/compiler/plan/plan_test_util.h"
 
@@ -112,6 +116,56 @@ TEST(PlanHashTest, EveryFieldChangeChangesTheHash) {
   const absl::Status status = CheckPlanHash(sealed);
   EXPECT_NE(status.message().find("stores content_hash \"fnv1a64:"), std::string::npos) << status;
   EXPECT_NE(status.message().find("edited after SealPlan"), std::string::npos) << status;
+}
+
+// The hash is computed in parts (the rank plans serialized on several threads); it must equal
+// FNV-1a-64 of the whole plan's deterministic serialization, for many rank plans, with maps,
+// unknown fields and a stored content_hash.
+TEST(PlanHashTest, ManyRankPlansHashLikeTheWholeSerialization) {
+  PlanProto plan;
+  plan.set_job_name("wide");
+  plan.set_world_size(40);
+  plan.set_pieces_per_step(3);
+  for (int r = 0; r < 37; ++r) {
+    plan.add_ranks(r);
+    RankPlanProto* rank_plan = plan.add_rank_plans();
+    rank_plan->set_rank(r);
+    for (int t = 0; t < 50 + 7 * r; ++t) {
+      TaskProto* task = rank_plan->add_tasks();
+      task->set_id(1000 * r + t);
+      task->set_rank(r);
+      task->set_name("t" + std::to_string(t));
+      auto& attrs = *task->mutable_compute()->mutable_attrs();
+      for (int k = 0; k < 5; ++k) attrs["a" + std::to_string((k * 7 + t) % 5)].set_i(k + t);
+    }
+    RankMemoryProto* memory = plan.add_memory();
+    memory->set_rank(r);
+    memory->set_planned_bytes(64 * r);
+  }
+  plan.add_sbp_decisions()->set_op_name("relu");
+  auto whole = [](PlanProto copy) {
+    copy.clear_content_hash();
+    std::string bytes;
+    {
+      google::protobuf::io::StringOutputStream stream(&bytes);
+      google::protobuf::io::CodedOutputStream coded(&stream);
+      coded.SetSerializationDeterministic(true);
+      copy.SerializeToCodedStream(&coded);
+    }
+    char text[32];
+    std::snprintf(text, sizeof(text), "fnv1a64:%016llx",
+                  static_cast<unsigned long long>(Fnv1a64(bytes)));
+    return std::string(text);
+  };
+  EXPECT_EQ(PlanContentHash(plan), whole(plan));
+  SealPlan(&plan);
+  EXPECT_EQ(plan.content_hash(), whole(plan));
+  EXPECT_TRUE(CheckPlanHash(plan).ok());
+  plan.mutable_rank_plans(36)->mutable_tasks(3)->set_name("x");  // the last rank plan counts too
+  EXPECT_EQ(CheckPlanHash(plan).code(), absl::StatusCode::kInvalidArgument);
+  // An unknown field (e.g. from a newer writer) is hashed too.
+  plan.GetReflection()->MutableUnknownFields(&plan)->AddVarint(99, 5);
+  EXPECT_EQ(PlanContentHash(plan), whole(plan));
 }
 
 }  // namespace

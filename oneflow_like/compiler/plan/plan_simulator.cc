@@ -92,12 +92,16 @@ class Simulator {
   struct Register {
     int32_t rank = 0;
     const RegisterProto* proto = nullptr;
-    int64_t count = 1;
     int64_t producer = -1;  // task index
-    int64_t produced = 0;
-    int64_t released = 0;  // buffers every consumer has returned
     IndexRange edges;  // its consumers' edges, consecutive in edges_
     Ring outstanding;  // buffers [released, produced)
+  };
+  // The counters the firing conditions read, apart from the rest of Register so that the hot
+  // loops touch a small dense array.
+  struct Credits {
+    int64_t produced = 0;
+    int64_t released = 0;  // buffers every consumer has returned
+    int64_t count = 1;
   };
   struct Edge {
     int64_t reg = 0;
@@ -118,10 +122,11 @@ class Simulator {
   };
 
   bool Readable(int64_t edge) const {
-    return regs_[edges_[edge].reg].produced > edges_[edge].taken;
+    return credits_[edges_[edge].reg].produced > edges_[edge].taken;
   }
   bool Free(int64_t reg) const {
-    return regs_[reg].produced - regs_[reg].released < regs_[reg].count;
+    const Credits& c = credits_[reg];
+    return c.produced - c.released < c.count;
   }
   bool AllReadable(const Task& task) const {
     return std::all_of(task.in_edges.begin(), task.in_edges.end(),
@@ -152,6 +157,7 @@ class Simulator {
   const int64_t steps_;
   const int64_t pieces_;
   std::vector<Register> regs_;
+  std::vector<Credits> credits_;  // by register, as regs_
   std::vector<Edge> edges_;
   std::vector<Task> tasks_;
   std::vector<bool> queued_;
@@ -163,11 +169,14 @@ class Simulator {
 
 void Simulator::Build() {
   regs_.reserve(index_.producing_registers().size());
+  credits_.reserve(index_.producing_registers().size());
   for (const auto& [rank, proto] : index_.producing_registers()) {
     Register reg;
     reg.rank = rank;
     reg.proto = proto;
-    reg.count = std::max(1, proto->count());
+    Credits credits;
+    credits.count = std::max(1, proto->count());
+    credits_.push_back(credits);
     reg.producer = index_.TaskIndex(proto->producer().task_id());
     regs_.push_back(std::move(reg));
   }
@@ -240,9 +249,10 @@ void Simulator::Build() {
 void Simulator::Produce(Task& task) {
   for (int64_t r : task.out_registers) {
     Register& reg = regs_[r];
-    ++reg.produced;
+    Credits& credits = credits_[r];
+    ++credits.produced;
     if (reg.edges.empty()) {
-      ++reg.released;
+      ++credits.released;
       continue;
     }
     reg.outstanding.PushBack(static_cast<int32_t>(reg.edges.size()));
@@ -259,12 +269,13 @@ void Simulator::Take(Task& task) {
 void Simulator::Return(Task& task) {
   for (int64_t edge : task.in_edges) {
     Register& reg = regs_[edges_[edge].reg];
+    Credits& credits = credits_[edges_[edge].reg];
     const int64_t buffer = edges_[edge].returned++;
-    --reg.outstanding.at(static_cast<size_t>(buffer - reg.released));
+    --reg.outstanding.at(static_cast<size_t>(buffer - credits.released));
     bool advanced = false;
     while (!reg.outstanding.empty() && reg.outstanding.at(0) == 0) {
       reg.outstanding.PopFront();
-      ++reg.released;
+      ++credits.released;
       advanced = true;
     }
     if (advanced) Wake(reg.producer);
@@ -362,16 +373,18 @@ std::string Simulator::Describe(int64_t t) const {
     absl::StrAppend(&text, "; waits for ", PlanIndex::RegisterLabel(reg.rank, *reg.proto),
                     " (not readable: its producer ",
                     reg.producer < 0 ? "?" : PlanIndex::TaskLabel(index_.task(reg.producer)),
-                    " has produced ", reg.produced, " buffer(s), all read)");
+                    " has produced ", credits_[edges_[edge].reg].produced, " buffer(s), all read)");
   }
   for (int64_t r : task.out_registers) {
     if (Free(r)) continue;
     const Register& reg = regs_[r];
+    const Credits& credits = credits_[r];
     absl::StrAppend(&text, "; waits for a free buffer of ",
-                    PlanIndex::RegisterLabel(reg.rank, *reg.proto), " (not free: all ", reg.count,
-                    " buffer(s) in use; buffer ", reg.released, " not yet returned by");
+                    PlanIndex::RegisterLabel(reg.rank, *reg.proto), " (not free: all ",
+                    credits.count, " buffer(s) in use; buffer ", credits.released,
+                    " not yet returned by");
     for (int64_t edge : reg.edges) {
-      if (edges_[edge].returned > reg.released) continue;
+      if (edges_[edge].returned > credits.released) continue;
       absl::StrAppend(&text, " ", PlanIndex::TaskLabel(index_.task(edges_[edge].task)), " (read ",
                       edges_[edge].taken, ", returned ", edges_[edge].returned, ")");
     }
@@ -413,9 +426,10 @@ PlanSimulation Simulator::Finish(int max_reported_tasks) const {
     const Register& reg = regs_[edge.reg];
     if (reg.producer >= 0 && tasks_[reg.producer].kind == Kind::kInputless) continue;
     const int64_t allowed = tasks_[edge.task].kind == Kind::kHolder ? 1 : 0;
-    if (reg.produced - edge.taken > allowed) {
+    const int64_t produced = credits_[edge.reg].produced;
+    if (produced - edge.taken > allowed) {
       unread.push_back(absl::StrCat(PlanIndex::RegisterLabel(reg.rank, *reg.proto), " read ",
-                                    edge.taken, " of ", reg.produced, " buffer(s) by ",
+                                    edge.taken, " of ", produced, " buffer(s) by ",
                                     PlanIndex::TaskLabel(index_.task(edge.task))));
     }
   }

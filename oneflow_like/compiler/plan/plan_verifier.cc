@@ -318,8 +318,11 @@ absl::Status VerifyPlan(const PlanProto& plan, const PlanVerifierOptions& option
   RETURN_IF_ERROR(CheckTasks(index));
   RETURN_IF_ERROR(CheckRegisters(index));
   RETURN_IF_ERROR(CheckMemoryLayout(index, options));
-  RETURN_IF_ERROR(CheckStreamOrder(index));
-  RETURN_IF_ERROR(CheckCollectiveOrder(index));
+  {
+    const PlanStreams streams = GroupStreams(index);
+    RETURN_IF_ERROR(CheckStreamOrder(index, streams));
+    RETURN_IF_ERROR(CheckCollectiveOrder(streams));
+  }
   RETURN_IF_ERROR(CheckCollectiveGeometry(index));
   if (options.steps < 1) return absl::OkStatus();
   ASSIGN_OR_RETURN(PlanSimulation simulation,

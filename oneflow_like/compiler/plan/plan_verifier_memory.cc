@@ -150,40 +150,66 @@ namespace {
 
 using StreamKey = std::tuple<std::string, int32_t, int32_t>;  // device type, index, stream
 
-// Fills p->first_use / last_use (orders in the producer's stream) and returns "" when `reg` has
-// a lifetime check 8 can order; otherwise why not.
-std::string Lifetime(const PlanIndex& index, const PlanSimulation& simulation, int64_t steps,
-                     const RegisterProto& reg, Placement* p) {
+// Why a register has no lifetime check 8 can order; kNone when it has one. Kept as data and
+// spelled out (ReasonText) only for an error message, so the success path builds no strings.
+struct Reason {
+  enum Kind { kNone, kCount, kEmitted, kOtherStream, kRepeat, kHolder, kReads } kind = kNone;
+  const TaskProto* task = nullptr;  // the consumer concerned (kOtherStream .. kReads)
+  int64_t value = 0;                // kCount: the count; kEmitted: the emissions
+};
+
+std::string ReasonText(const Reason& reason, int64_t steps) {
+  auto label = [&] { return PlanIndex::TaskLabel(*reason.task); };
+  switch (reason.kind) {
+    case Reason::kNone:
+      return "";
+    case Reason::kCount:
+      return absl::StrCat("it has count ", reason.value);
+    case Reason::kEmitted:
+      return absl::StrCat("its producer emits it ", reason.value, " times in ", steps,
+                          " step(s), not once per piece");
+    case Reason::kOtherStream:
+      return absl::StrCat("its consumer ", label(), " runs on another stream than its producer");
+    case Reason::kRepeat:
+      return absl::StrCat(label(), " holds it");
+    case Reason::kHolder:
+      return absl::StrCat(label(), " reads it a step later");
+    case Reason::kReads:
+      return absl::StrCat("its consumer ", label(), " does not read once per piece");
+  }
+  return "";
+}
+
+// Fills p->first_use / last_use (orders in the producer's stream) and returns kNone when `reg`
+// has a lifetime check 8 can order; otherwise why not.
+Reason Lifetime(const PlanIndex& index, const PlanSimulation& simulation, int64_t steps,
+                const RegisterProto& reg, Placement* p) {
   const int64_t firings = steps * index.plan().pieces_per_step();
   auto count_of = [&index](const std::vector<int64_t>& counts, int64_t id) {
     const int64_t t = index.TaskIndex(id);
     return t < 0 || t >= static_cast<int64_t>(counts.size()) ? int64_t{-1} : counts[t];
   };
-  if (reg.count() != 1) return absl::StrCat("it has count ", reg.count());
+  if (reg.count() != 1) return Reason{Reason::kCount, nullptr, reg.count()};
   const TaskProto* producer = index.FindTask(reg.producer().task_id());
   const int64_t emitted = count_of(simulation.emitted_by_index, producer->id());
-  if (emitted != firings) {
-    return absl::StrCat("its producer emits it ", emitted, " times in ", steps,
-                        " step(s), not once per piece");
-  }
+  if (emitted != firings) return Reason{Reason::kEmitted, nullptr, emitted};
   p->first_use = p->last_use = producer->order_in_stream();
   for (const TaskRefProto& ref : reg.consumers()) {
     const TaskProto* consumer = index.FindTask(ref.task_id());
-    auto label = [&] { return PlanIndex::TaskLabel(*consumer); };  // built only for reasons
     if (consumer->rank() != producer->rank() ||
-        consumer->device().type() != producer->device().type() ||
+        consumer->stream_id() != producer->stream_id() ||
         consumer->device().index() != producer->device().index() ||
-        consumer->stream_id() != producer->stream_id()) {
-      return absl::StrCat("its consumer ", label(), " runs on another stream than its producer");
+        consumer->device().type() != producer->device().type()) {
+      return Reason{Reason::kOtherStream, consumer};
     }
-    if (consumer->type() == TaskProto::REPEAT) return absl::StrCat(label(), " holds it");
-    if (index.IsVariableHolder(*consumer)) return absl::StrCat(label(), " reads it a step later");
+    if (consumer->type() == TaskProto::REPEAT) return Reason{Reason::kRepeat, consumer};
+    if (index.IsVariableHolder(*consumer)) return Reason{Reason::kHolder, consumer};
     if (count_of(simulation.read_by_index, consumer->id()) != firings) {
-      return absl::StrCat("its consumer ", label(), " does not read once per piece");
+      return Reason{Reason::kReads, consumer};
     }
     p->last_use = std::max(p->last_use, consumer->order_in_stream());
   }
-  return "";
+  return Reason{};
 }
 
 // One register in a reusable block: its bytes, and either a stream with a lifetime or a reason.
@@ -191,16 +217,16 @@ struct Entry {
   Placement placement;
   int64_t stream = -1;  // index into the rank's streams; -1: no lifetime (see `why`)
   int64_t cls = 0;      // `stream`, or a unique negative id when there is no lifetime
-  std::string why;      // for messages: why there is no lifetime (empty when it has one)
+  Reason why;           // why there is no lifetime (kNone when it has one)
 };
 
 // Registers of different streams, or without a lifetime, may not share bytes at all. Sweeps
 // by offset keeping the two furthest-reaching entries of distinct classes (a class is a
 // stream, or the entry alone when it has no lifetime).
 absl::Status CheckClasses(int32_t rank, int64_t block, std::vector<const Entry*> entries,
-                          const std::vector<StreamKey>& stream_keys) {
+                          const std::vector<StreamKey>& stream_keys, int64_t steps) {
   auto why = [&](const Entry* e) {
-    if (e->stream < 0) return e->why;
+    if (e->stream < 0) return ReasonText(e->why, steps);
     const StreamKey& key = stream_keys[e->stream];
     return absl::StrCat("it has a lifetime on stream ", std::get<0>(key), ":", std::get<1>(key),
                         "/", std::get<2>(key));
@@ -287,14 +313,16 @@ absl::Status CheckMemoryReuse(const PlanIndex& index, const PlanSimulation& simu
       entry.placement = {&reg, begin, begin + reg.count() * reg.memory().buffer_bytes()};
       if (entry.placement.end == begin) continue;
       entry.why = Lifetime(index, simulation, steps, reg, &entry.placement);
-      if (entry.why.empty()) {  // a lifetime: ordered within its stream
+      if (entry.why.kind == Reason::kNone) {  // a lifetime: ordered within its stream
         const TaskProto* producer = index.FindTask(reg.producer().task_id());
         const StreamKey key{producer->device().type(), producer->device().index(),
                             producer->stream_id()};
-        auto [it, fresh] = streams.emplace(key, static_cast<int64_t>(stream_keys.size()));
-        if (fresh) stream_keys.push_back(key);
+        auto it = streams.find(key);  // find first: emplace would build a node every time
+        if (it == streams.end()) {
+          it = streams.emplace(key, static_cast<int64_t>(stream_keys.size())).first;
+          stream_keys.push_back(key);
+        }
         entry.stream = it->second;
-        // entry.why stays empty: CheckClasses spells the stream out only for an error message.
       }
       entry.cls = entry.stream >= 0 ? entry.stream : -2 - static_cast<int64_t>(entries.size());
       entries.push_back(std::move(entry));
@@ -307,7 +335,7 @@ absl::Status CheckMemoryReuse(const PlanIndex& index, const PlanSimulation& simu
       if (entry.stream >= 0) by_stream[{block, entry.stream}].push_back(&entry.placement);
     }
     for (auto& [block, list] : by_block) {
-      RETURN_IF_ERROR(CheckClasses(rank, block, list, stream_keys));
+      RETURN_IF_ERROR(CheckClasses(rank, block, list, stream_keys, steps));
     }
     for (auto& [key, list] : by_stream) {
       RETURN_IF_ERROR(CheckLifetimes(rank, key.first, std::get<2>(stream_keys[key.second]), list));

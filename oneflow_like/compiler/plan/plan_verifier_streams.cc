@@ -16,8 +16,7 @@ namespace oneflow_like {
 namespace compiler {
 namespace {
 
-// (rank, device type, device index, stream id): one runtime thread.
-using StreamKey = std::tuple<int32_t, std::string, int32_t, int32_t>;
+using StreamKey = PlanStreamKey;
 
 StreamKey KeyOf(const TaskProto& task) {
   return {task.rank(), task.device().type(), task.device().index(), task.stream_id()};
@@ -33,8 +32,15 @@ std::string StreamText(const StreamKey& key) {
                       std::get<2>(key), "/", std::get<3>(key));
 }
 
-// Tasks of every stream sorted by order_in_stream (ties keep plan order).
-std::map<StreamKey, std::vector<const TaskProto*>> Streams(const PlanIndex& index) {
+std::string CollectiveText(const TaskProto& task) {
+  return absl::StrCat("global_order ", task.collective().global_order(), " (",
+                      CollectiveParams::Kind_Name(task.collective().kind()), ", ",
+                      PlanIndex::TaskLabel(task), ")");
+}
+
+}  // namespace
+
+PlanStreams GroupStreams(const PlanIndex& index) {
   // Grouped through a hash map on the key's fields (no string copies per task), then moved into
   // the ordered map.
   using FieldKey = std::tuple<int32_t, absl::string_view, int32_t, int32_t>;
@@ -44,30 +50,26 @@ std::map<StreamKey, std::vector<const TaskProto*>> Streams(const PlanIndex& inde
     grouped[FieldKey{task.rank(), task.device().type(), task.device().index(), task.stream_id()}]
         .push_back(&task);
   }
-  std::map<StreamKey, std::vector<const TaskProto*>> streams;
+  PlanStreams streams;
   for (auto& [key, tasks] : grouped) {
     streams.emplace(StreamKey{std::get<0>(key), std::string(std::get<1>(key)), std::get<2>(key),
                               std::get<3>(key)},
                     std::move(tasks));
   }
+  auto by_order = [](const TaskProto* a, const TaskProto* b) {
+    return a->order_in_stream() < b->order_in_stream();
+  };
   for (auto& [key, tasks] : streams) {
-    std::stable_sort(tasks.begin(), tasks.end(), [](const TaskProto* a, const TaskProto* b) {
-      return a->order_in_stream() < b->order_in_stream();
-    });
+    // The lowering lists tasks in stream order already; sort only when they are not.
+    if (!std::is_sorted(tasks.begin(), tasks.end(), by_order)) {
+      std::stable_sort(tasks.begin(), tasks.end(), by_order);
+    }
   }
   return streams;
 }
 
-std::string CollectiveText(const TaskProto& task) {
-  return absl::StrCat("global_order ", task.collective().global_order(), " (",
-                      CollectiveParams::Kind_Name(task.collective().kind()), ", ",
-                      PlanIndex::TaskLabel(task), ")");
-}
-
-}  // namespace
-
-absl::Status CheckStreamOrder(const PlanIndex& index) {
-  for (const auto& [key, tasks] : Streams(index)) {
+absl::Status CheckStreamOrder(const PlanIndex& index, const PlanStreams& streams) {
+  for (const auto& [key, tasks] : streams) {
     for (size_t i = 0; i < tasks.size(); ++i) {
       if (tasks[i]->order_in_stream() != static_cast<int64_t>(i)) {
         const bool repeated =
@@ -99,10 +101,10 @@ absl::Status CheckStreamOrder(const PlanIndex& index) {
   return absl::OkStatus();
 }
 
-absl::Status CheckCollectiveOrder(const PlanIndex& index) {
+absl::Status CheckCollectiveOrder(const PlanStreams& streams) {
   // group (ranks in group order) -> member rank -> its collectives of that group.
   std::map<std::vector<int32_t>, std::map<int32_t, std::vector<const TaskProto*>>> groups;
-  for (const auto& [key, tasks] : Streams(index)) {
+  for (const auto& [key, tasks] : streams) {
     const TaskProto* previous = nullptr;
     for (const TaskProto* task : tasks) {
       if (task->type() != TaskProto::COLLECTIVE) continue;
