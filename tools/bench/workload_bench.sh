@@ -10,6 +10,8 @@
 #
 # Usage: tools/bench/workload_bench.sh [--rounds 3] [--threads "1 2"] [--workloads "mlp gpt"]
 #   OLTRAIN=/path/to/oltrain   skip the build and use this binary
+#   OLTRAIN_BEFORE=/path       a second oltrain (e.g. built before a change), run in the same
+#                              rotation each round; the summary adds its median and ratio
 #   OUTPUT_BASE=...            Bazel output base for the build (default ~/.cache/oneflow_like-bazel/ob)
 # Prints one "round" line per run and a summary table; takes ~1-2 minutes per round at T=1.
 set -euo pipefail
@@ -22,7 +24,7 @@ while [[ $# -gt 0 ]]; do
     --rounds) ROUNDS="$2"; shift 2 ;;
     --threads) THREADS="$2"; shift 2 ;;
     --workloads) WORKLOADS="$2"; shift 2 ;;
-    -h|--help) sed -n '2,16p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,18p' "$0"; exit 0 ;;
     *) echo "workload_bench.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
   esac
 done
@@ -45,15 +47,16 @@ run_torch() {  # workload threads -> "ms rss_mib"
   else args="bench_gpt.py --threads $t --init portable --warmup 2 --reps 3 --iters 3"; fi
   (cd "$BENCH" && env OMP_NUM_THREADS="$t" OPENBLAS_NUM_THREADS="$t" $WAIT $PY $args) > "$TMP/torch.out"
   local line; line="$(grep '^RESULT' "$TMP/torch.out")"
-  echo "$(sed -E 's/.*median=([0-9.]+).*/\1/' <<<"$line") $(sed -E 's/.*peak_rss_mib=([0-9.]+).*/\1/' <<<"$line")"
+  # " median=" (with the space): the line also has gflops_median=, which is not a time.
+  echo "$(sed -E 's/.* median=([0-9.]+).*/\1/' <<<"$line") $(sed -E 's/.*peak_rss_mib=([0-9.]+).*/\1/' <<<"$line")"
 }
 
-run_ours() {  # workload threads -> "ms planned_mib rss_mib"
-  local w="$1" t="$2" args
+run_ours() {  # workload threads [binary] -> "ms planned_mib rss_mib"
+  local w="$1" t="$2" bin="${3:-$OLTRAIN}" args
   if [[ "$w" == mlp ]]; then args="--model=mlp --steps=17 --warmup=2"
   else args="--model=gpt --steps=11 --warmup=2"; fi
   env OMP_NUM_THREADS="$t" OPENBLAS_NUM_THREADS="$t" $WAIT /usr/bin/time -f "MAXRSS_KB %M" -o "$TMP/time.out" \
-    "$OLTRAIN" $args > "$TMP/ours.out"
+    "$bin" $args > "$TMP/ours.out"
   local line; line="$(grep '^RESULT' "$TMP/ours.out")"
   local kb; kb="$(awk '/MAXRSS_KB/ {print $2}' "$TMP/time.out")"
   echo "$(sed -E 's/.*median_ms_per_step=([0-9.]+).*/\1/' <<<"$line")" \
@@ -62,23 +65,37 @@ run_ours() {  # workload threads -> "ms planned_mib rss_mib"
 
 median() { sort -g | awk '{a[NR] = $1} END {print (NR % 2 ? a[(NR + 1) / 2] : (a[NR / 2] + a[NR / 2 + 1]) / 2)}'; }
 
-echo "oneflow_like: $OLTRAIN"
+echo "oneflow_like: $OLTRAIN${OLTRAIN_BEFORE:+ (before: $OLTRAIN_BEFORE)}"
 echo "torch: $($PY -c 'import torch; print(torch.__version__)'), $BENCH"
 SUMMARY="$TMP/summary"
 for t in $THREADS; do
   WAIT=""; [[ "$t" == 2 ]] && WAIT="OMP_WAIT_POLICY=PASSIVE"
   for w in $WORKLOADS; do
-    : > "$TMP/ours.ms"; : > "$TMP/torch.ms"
+    : > "$TMP/ours.ms"; : > "$TMP/torch.ms"; : > "$TMP/before.ms"
     for r in $(seq 1 "$ROUNDS"); do
-      if (( r % 2 )); then o="$(run_ours "$w" "$t")"; p="$(run_torch "$w" "$t")"
-      else p="$(run_torch "$w" "$t")"; o="$(run_ours "$w" "$t")"; fi
+      b="" bms=""
+      if (( r % 2 )); then
+        o="$(run_ours "$w" "$t")"
+        if [[ -n "${OLTRAIN_BEFORE:-}" ]]; then b="$(run_ours "$w" "$t" "$OLTRAIN_BEFORE")"; fi
+        p="$(run_torch "$w" "$t")"
+      else
+        p="$(run_torch "$w" "$t")"
+        if [[ -n "${OLTRAIN_BEFORE:-}" ]]; then b="$(run_ours "$w" "$t" "$OLTRAIN_BEFORE")"; fi
+        o="$(run_ours "$w" "$t")"
+      fi
       read -r oms oplan orss <<<"$o"; read -r pms prss <<<"$p"
       echo "$oms" >> "$TMP/ours.ms"; echo "$pms" >> "$TMP/torch.ms"
-      echo "round $r $w T=$t: oneflow_like $oms ms (planned $oplan MiB, rss $orss MiB)  torch $pms ms (rss $prss MiB)"
+      if [[ -n "$b" ]]; then read -r bms _ _ <<<"$b"; echo "$bms" >> "$TMP/before.ms"; bms=" before $bms ms"; fi
+      echo "round $r $w T=$t: oneflow_like $oms ms (planned $oplan MiB, rss $orss MiB)  torch $pms ms (rss $prss MiB)$bms"
     done
     om="$(median < "$TMP/ours.ms")"; pm="$(median < "$TMP/torch.ms")"
     printf "%-4s T=%s  oneflow_like %8.2f ms  torch %8.2f ms  ratio %5.2f  | planned/rank %7s MiB, rss %6.0f MiB | torch rss %5s MiB\n" \
       "$w" "$t" "$om" "$pm" "$(awk "BEGIN {print $om / $pm}")" "$oplan" "$orss" "$prss" >> "$SUMMARY"
+    if [[ -n "${OLTRAIN_BEFORE:-}" ]]; then
+      bm="$(median < "$TMP/before.ms")"
+      printf "%-4s T=%s  before       %8.2f ms  torch %8.2f ms  ratio %5.2f  (OLTRAIN_BEFORE)\n" \
+        "$w" "$t" "$bm" "$pm" "$(awk "BEGIN {print $bm / $pm}")" >> "$SUMMARY"
+    fi
   done
 done
 echo "== medians over $ROUNDS rounds (ms per step; ratio = oneflow_like / torch, < 1 = faster) =="

@@ -144,11 +144,17 @@ void ReluLoop(const T* __restrict x, T* __restrict y, int64_t n) {
   for (; i < n; ++i) y[i] = x[i] < T(0) ? T(0) : x[i];
 }
 
+// Both inputs are loaded unconditionally: with `y > 0 ? dy[i] : 0` GCC keeps the load of dy
+// conditional, so the loop stays scalar with an unpredictable branch (~8x slower).
 template <typename T>
 void ReluGradLoop(const T* __restrict dy, const T* __restrict y, T* __restrict dx, int64_t n) {
   int64_t i = 0;
   for (; i + kBlock <= n; i += kBlock) {
-    for (int k = 0; k < kBlock; ++k) dx[i + k] = y[i + k] > T(0) ? dy[i + k] : T(0);
+    for (int k = 0; k < kBlock; ++k) {
+      const T d = dy[i + k];
+      const T v = y[i + k];
+      dx[i + k] = v > T(0) ? d : T(0);
+    }
   }
   for (; i < n; ++i) dx[i] = y[i] > T(0) ? dy[i] : T(0);
 }

@@ -10,13 +10,21 @@
 // All are linear, so alpha needs no care, and all hold for uneven splits.
 //
 // Gradients (A = op(a), B = op(b)): dA = alpha dY B^T, dB = alpha A^T dY, written as matmuls
-// with transpose flags. With a shared 2-D b, db is summed over the batch: by folding the batch
-// into m with reshapes when a is not transposed, otherwise with a batched matmul + reduce_sum;
-// and da for a transposed a is a matmul followed by a transpose of the last two axes.
+// with transpose flags. With a shared 2-D b, db is summed over the batch with one
+// matmul_batch_sum (below; no reshaped copies of a and dy); and da for a transposed a is a
+// matmul followed by a transpose of the last two axes.
 //
 // Kernel: OpenBLAS cblas_sgemm/cblas_dgemm (row-major), one call per matrix, or one call for the
 // whole batch when b is shared and a is not transposed (the batch folds into m). It runs with
 // OpenBLAS's own threads (OPENBLAS_NUM_THREADS).
+//
+// matmul_batch_sum: y[m, n] = alpha * sum over the batch of op(a_i) @ op(b_i), a and b with the
+// same batch dims. It is the weight gradient of a matmul with a shared 2-D b, computed without
+// materializing reshaped (copied) operands: with transpose_a and not transpose_b the batch
+// folds into k (one GEMM over k = batch * k), otherwise one GEMM per matrix accumulating into y
+// (beta = 1). SBP: a batch axis split on both -> P, and the 2-D matmul signatures
+// (S(m) <- S(m),B; S(n) <- B,S(n); P <- S(k),S(k); P <- P,B; P <- B,P; B <- B,B). It has no
+// gradient rule (it only appears in gradient graphs; double backward is not supported).
 #include <cblas.h>
 
 #include <algorithm>
@@ -127,15 +135,16 @@ OpCost MatmulCost(const AttrMap& attrs, const std::vector<TensorDesc>& in,
 
 // ---- kernel ----
 
+// c = alpha * op(a) @ op(b) + beta * c (row-major).
 void Gemm(bool ta, bool tb, int m, int n, int k, float alpha, const float* a, int lda, const float* b,
-          int ldb, float* c, int ldc) {
+          int ldb, float* c, int ldc, float beta = 0.0f) {
   cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, m, n, k, alpha,
-              a, lda, b, ldb, 0.0f, c, ldc);
+              a, lda, b, ldb, beta, c, ldc);
 }
 void Gemm(bool ta, bool tb, int m, int n, int k, double alpha, const double* a, int lda, const double* b,
-          int ldb, double* c, int ldc) {
+          int ldb, double* c, int ldc, double beta = 0.0) {
   cblas_dgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, m, n, k, alpha,
-              a, lda, b, ldb, 0.0, c, ldc);
+              a, lda, b, ldb, beta, c, ldc);
 }
 
 template <typename T>
@@ -217,31 +226,105 @@ absl::Status MatmulGrad(GradContext* ctx) {
       } else {
         ASSIGN_OR_RETURN(db, mm(dy, a, true, ta));  // (A^T dY)^T = dY^T A
       }
-    } else if (!ta) {  // fold the batch into m: a -> [batch*m, k], dy -> [batch*m, n]
-      const int64_t rows = d.batch * d.m;
-      ASSIGN_OR_RETURN(std::string a2,
-                       ctx->EmitOne("reshape", {a}, {{"shape", std::vector<int64_t>{rows, d.k}}}));
-      ASSIGN_OR_RETURN(std::string dy2,
-                       ctx->EmitOne("reshape", {dy}, {{"shape", std::vector<int64_t>{rows, d.n}}}));
+    } else {  // summed over the batch: matmul_batch_sum (one GEMM over k = batch * m when !ta)
+      auto mm_sum = [&](const std::string& x, const std::string& y, bool tx, bool ty) {
+        return ctx->EmitOne("matmul_batch_sum", {x, y}, {{"transpose_a", tx}, {"transpose_b", ty}, {"alpha", alpha}});
+      };
       if (!tb) {
-        ASSIGN_OR_RETURN(db, mm(a2, dy2, true, false));
+        ASSIGN_OR_RETURN(db, mm_sum(a, dy, !ta, false));  // sum_i A_i^T dY_i
       } else {
-        ASSIGN_OR_RETURN(db, mm(dy2, a2, true, false));
+        ASSIGN_OR_RETURN(db, mm_sum(dy, a, true, ta));  // sum_i dY_i^T A_i
       }
-    } else {  // per-matrix products, summed over the batch axes
-      std::string per_batch;
-      if (!tb) {
-        ASSIGN_OR_RETURN(per_batch, mm(a, dy, false, false));
-      } else {
-        ASSIGN_OR_RETURN(per_batch, mm(dy, a, true, true));
-      }
-      std::vector<int64_t> axes;
-      for (int i = 0; i < d.a_rank - 2; ++i) axes.push_back(i);
-      ASSIGN_OR_RETURN(db, ctx->EmitOne("reduce_sum", {per_batch}, {{"axes", axes}, {"keepdims", false}}));
     }
     ctx->SetInputGrad(1, db);
   }
   return absl::OkStatus();
+}
+
+// ---- matmul_batch_sum ----
+
+absl::StatusOr<std::vector<TensorDesc>> InferMatmulBatchSum(const InferContext& ctx) {
+  const TensorDesc& a = ctx.inputs[0];
+  const TensorDesc& b = ctx.inputs[1];
+  const bool ta = ctx.attrs.Bool("transpose_a"), tb = ctx.attrs.Bool("transpose_b");
+  const std::string& name = ctx.op_name;
+  const char* op = "matmul_batch_sum";
+  if (a.dtype != DataType::kFloat32 && a.dtype != DataType::kFloat64) {
+    return OpError(op, name, "a ", a.ToString(), " and b ", b.ToString(), " must be float32 or float64");
+  }
+  if (a.dtype != b.dtype) {
+    return OpError(op, name, "dtypes differ: a ", a.ToString(), " and b ", b.ToString(), " (insert a cast)");
+  }
+  const int ra = a.shape.num_axes(), rb = b.shape.num_axes();
+  bool same_batch = ra >= 3 && ra == rb;
+  for (int i = 0; same_batch && i < ra - 2; ++i) same_batch = a.shape.dim(i) == b.shape.dim(i);
+  if (!same_batch) {
+    return OpError(op, name, "a ", a.ToString(), " and b ", b.ToString(),
+                   " must have the same batch dims and at least 3 axes (use matmul for 2-D operands)");
+  }
+  const MatmulDims d = GetDims(a.shape, b.shape, ta, tb);
+  const int64_t bk = b.shape.dim(d.b_k_axis);
+  if (d.k != bk) {
+    return OpError(op, name, "inner dimensions differ: a ", a.ToString(), " (transpose_a=", Flag(ta), ") has k=", d.k,
+                   ", b ", b.ToString(), " has k=", bk, " (transpose_b=", Flag(tb), ")");
+  }
+  return std::vector<TensorDesc>{{a.dtype, Shape({d.m, d.n})}};
+}
+
+std::vector<SbpSignature> MatmulBatchSumSbp(const AttrMap& attrs, const std::vector<TensorDesc>& in) {
+  const MatmulDims d =
+      GetDims(in[0].shape, in[1].shape, attrs.Bool("transpose_a"), attrs.Bool("transpose_b"));
+  const Sbp B = Sbp::Broadcast(), P = Sbp::PartialSum();
+  std::vector<SbpSignature> sigs;
+  for (int i = 0; i < d.a_rank - 2; ++i) sigs.push_back({{Sbp::Split(i), Sbp::Split(i)}, {P}});
+  sigs.push_back({{Sbp::Split(d.a_m_axis), B}, {Sbp::Split(0)}});
+  sigs.push_back({{B, Sbp::Split(d.b_n_axis)}, {Sbp::Split(1)}});
+  sigs.push_back({{Sbp::Split(d.a_k_axis), Sbp::Split(d.b_k_axis)}, {P}});
+  sigs.push_back({{P, B}, {P}});
+  sigs.push_back({{B, P}, {P}});
+  sigs.push_back({{B, B}, {B}});
+  return sigs;
+}
+
+template <typename T>
+absl::Status MatmulBatchSumKernelT(const KernelContext& ctx) {
+  const Tensor& a = *ctx.inputs[0];
+  const Tensor& b = *ctx.inputs[1];
+  Tensor& y = *ctx.outputs[0];
+  const bool ta = ctx.attrs.Bool("transpose_a"), tb = ctx.attrs.Bool("transpose_b");
+  const T alpha = static_cast<T>(ctx.attrs.Float("alpha"));
+  const MatmulDims d = GetDims(a.shape(), b.shape(), ta, tb);
+  T* py = y.data<T>();
+  if (y.elem_count() == 0) return absl::OkStatus();
+  if (d.k == 0 || d.batch == 0) {  // an empty sum
+    std::fill(py, py + y.elem_count(), T(0));
+    return absl::OkStatus();
+  }
+  // transpose_a, !transpose_b: a_i is [k, m] and b_i is [k, n]; stacked, they are one [batch*k, m]
+  // and one [batch*k, n] matrix, and the sum over i is one product over k' = batch * k.
+  const bool fold = ta && !tb;
+  const int64_t k = fold ? d.batch * d.k : d.k, batch = fold ? 1 : d.batch;
+  for (int64_t v : {d.m, d.n, k}) {
+    if (v > INT_MAX) {
+      return OpError("matmul_batch_sum", ctx.op_name, "matrix dimension ", v, " exceeds the BLAS limit ", INT_MAX,
+                     " (a ", a.desc().ToString(), ", b ", b.desc().ToString(), ")");
+    }
+  }
+  const int lda = static_cast<int>(ta ? d.m : d.k), ldb = static_cast<int>(tb ? d.k : d.n);
+  const int64_t a_stride = d.m * d.k, b_stride = d.k * d.n;
+  const T* pa = a.data<T>();
+  const T* pb = b.data<T>();
+  for (int64_t i = 0; i < batch; ++i) {
+    Gemm(ta, tb, static_cast<int>(d.m), static_cast<int>(d.n), static_cast<int>(k), alpha, pa + i * a_stride,
+         std::max(lda, 1), pb + i * b_stride, std::max(ldb, 1), py, std::max(static_cast<int>(d.n), 1),
+         i == 0 ? T(0) : T(1));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status MatmulBatchSumKernel(const KernelContext& ctx) {
+  return ops::DispatchFloat(ctx.inputs[0]->dtype(), "matmul_batch_sum",
+                            [&](auto zero) { return MatmulBatchSumKernelT<decltype(zero)>(ctx); });
 }
 
 }  // namespace
@@ -262,7 +345,19 @@ absl::Status RegisterMatmulOps(OpRegistry* registry) {
   def.grad = MatmulGrad;
   def.cost = MatmulCost;
   def.cpu_kernel = MatmulKernel;
-  return registry->Register(std::move(def));
+  RETURN_IF_ERROR(registry->Register(def));
+
+  OpDef sum;
+  sum.name = "matmul_batch_sum";
+  sum.doc = "y[m, n] = alpha * sum over the batch of op(a_i) @ op(b_i); a, b with the same batch dims";
+  sum.inputs = {"a", "b"};
+  sum.outputs = {"y"};
+  sum.attrs = def.attrs;
+  sum.infer = InferMatmulBatchSum;
+  sum.sbp = MatmulBatchSumSbp;
+  sum.cost = MatmulCost;
+  sum.cpu_kernel = MatmulBatchSumKernel;
+  return registry->Register(std::move(sum));
 }
 
 }  // namespace oneflow_like

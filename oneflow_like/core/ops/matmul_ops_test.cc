@@ -1,6 +1,7 @@
 // Tests of matmul: forward against a plain triple loop (every transpose combination, batched,
 // shared 2-D b, float32/float64, alpha, empty dims), gradients against finite differences,
-// every SBP signature on uneven splits, and the error messages.
+// every SBP signature on uneven splits, and the error messages. matmul_batch_sum: forward
+// against the per-matrix reference summed over the batch, its SBP signatures and errors.
 #include <string>
 #include <vector>
 
@@ -225,6 +226,82 @@ TEST_F(MatmulTest, BadInputsAreInvalidArgument) {
   // Through the eager runner too.
   t_.ExpectRunFails("matmul", {RandomTensor(DataType::kFloat32, {2, 3}, 1), RandomTensor(DataType::kFloat32, {4, 2}, 2)},
                     {}, {"inner dimensions differ"});
+}
+
+// sum over the batch axes of ReferenceMatmul (a and b batched alike) -> [m, n].
+Tensor ReferenceBatchSum(const Tensor& a, const Tensor& b, bool ta, bool tb, double alpha) {
+  const Tensor per = ReferenceMatmul(a, b, ta, tb, alpha);
+  const int r = per.shape().num_axes();
+  const int64_t m = per.shape().dim(r - 2), n = per.shape().dim(r - 1), batch = per.shape().Count(0, r - 2);
+  Tensor y(DataType::kFloat64, Shape({m, n}));
+  for (int64_t i = 0; i < m * n; ++i) {
+    double s = 0;
+    for (int64_t bi = 0; bi < batch; ++bi) s += per.GetAsDouble(bi * m * n + i);
+    y.SetFromDouble(i, s);
+  }
+  return y;
+}
+
+TEST_F(MatmulTest, BatchSumForwardAllTransposes) {
+  const std::vector<Case> cases = {{{3}, {3}, 4, 5, 6}, {{2, 3}, {2, 3}, 7, 2, 5}, {{1}, {1}, 33, 17, 65}};
+  uint64_t seed = 60;
+  for (DataType dtype : {DataType::kFloat32, DataType::kFloat64}) {
+    for (const Case& c : cases) {
+      for (bool ta : {false, true}) {
+        for (bool tb : {false, true}) {
+          const Tensor a = RandomTensor(dtype, Operand(c.a_batch, c.m, c.k, ta), ++seed);
+          const Tensor b = RandomTensor(dtype, Operand(c.b_batch, c.k, c.n, tb), ++seed);
+          auto out = t_.Run("matmul_batch_sum", {a, b}, Flags(ta, tb, -1.5));
+          ASSERT_TRUE(out.ok()) << out.status();
+          ASSERT_EQ((*out)[0].shape(), Shape({c.m, c.n}));
+          const double tol = dtype == DataType::kFloat32 ? 1e-4 : 1e-12;
+          ExpectTensorNear((*out)[0], ReferenceBatchSum(a, b, ta, tb, -1.5), tol, tol,
+                           absl::StrCat("a ", a.desc().ToString(), " ta=", ta, " b ", b.desc().ToString(), " tb=", tb));
+        }
+      }
+    }
+  }
+}
+
+TEST_F(MatmulTest, BatchSumEmptyBatchOrInnerGivesZeros) {
+  for (const Shape& a_shape : {Shape({0, 3, 2}), Shape({2, 3, 0})}) {
+    const Shape b_shape({a_shape.dim(0), a_shape.dim(2), 4});
+    // The runner poisons outputs with NaN, so this checks that the kernel writes the zeros.
+    auto out = t_.Run("matmul_batch_sum", {Tensor(DataType::kFloat32, a_shape), Tensor(DataType::kFloat32, b_shape)},
+                      Flags(false, false));
+    ASSERT_TRUE(out.ok()) << out.status();
+    ExpectTensorNear((*out)[0], Tensor(DataType::kFloat32, Shape({3, 4})));
+  }
+}
+
+TEST_F(MatmulTest, BatchSumSbpSignaturesOnUnevenSplits) {
+  for (bool ta : {false, true}) {
+    for (bool tb : {false, true}) {
+      const Tensor a = RandomTensor(DataType::kFloat32, Operand({5}, 4, 7, ta), 71);
+      const Tensor b = RandomTensor(DataType::kFloat32, Operand({5}, 7, 5, tb), 72);
+      SbpCheckOptions options;
+      options.rtol = 1e-4;
+      options.atol = 1e-5;
+      const int n1 = 6 + 1;  // the 2-D matmul signatures + the batch axis (-> P)
+      options.min_signatures = n1 + n1 * n1;
+      t_.ExpectAllSbpSignaturesMatch("matmul_batch_sum", {a, b}, Flags(ta, tb, 0.5), options);
+    }
+  }
+}
+
+TEST_F(MatmulTest, BatchSumBadInputsAreInvalidArgument) {
+  const OpDef* def = t_.registry().Find("matmul_batch_sum");
+  ASSERT_NE(def, nullptr);
+  EXPECT_FALSE(static_cast<bool>(def->grad));
+  auto infer = [&](const TensorDesc& a, const TensorDesc& b) {
+    return def->Infer("fc1.dw", *def->ValidateAttrs("fc1.dw", {}), {a, b}).status();
+  };
+  ExpectInvalidArgument(infer({DataType::kFloat32, {2, 3, 4}}, {DataType::kFloat32, {3, 4, 5}}),
+                        {"matmul_batch_sum 'fc1.dw'", "same batch dims"});
+  ExpectInvalidArgument(infer({DataType::kFloat32, {3, 4}}, {DataType::kFloat32, {4, 5}}), {"at least 3 axes"});
+  ExpectInvalidArgument(infer({DataType::kFloat32, {2, 3, 4}}, {DataType::kFloat32, {2, 5, 6}}),
+                        {"inner dimensions differ", "has k=4", "has k=5"});
+  ExpectInvalidArgument(infer({DataType::kFloat32, {2, 3, 4}}, {DataType::kFloat64, {2, 4, 5}}), {"dtypes differ"});
 }
 
 }  // namespace

@@ -4,7 +4,9 @@
 // are excluded from autograd (is_optimizer, no grad rule).
 //
 //   sgd_update:  buf = momentum * buf + (grad + wd * param);  param -= lr * buf
-//                (momentum 0 is the plain step param -= lr * (grad + wd * param)).
+//                (momentum 0 is the plain step param -= lr * (grad + wd * param), as torch's
+//                SGD without momentum: the buffer is then not read, and momentum_buf_out is
+//                zero-filled, or left as it is when it shares momentum_buf's memory).
 //   adam_update: AdamW (decoupled_weight_decay): param *= 1 - lr * wd; else grad += wd * param;
 //                m = b1 m + (1 - b1) g;  v = b2 v + (1 - b2) g^2;
 //                mhat = m / (1 - b1^t), vhat = v / (1 - b2^t) (if bias_correction, else m, v);
@@ -15,15 +17,97 @@
 //
 // SBP (1-D): param, grad and every state split on the same axis, S(a) -> S(a); or all B.
 // `step` is always B.
+//
+// Kernels: element-wise loops in fixed 16-wide blocks (GCC vectorizes those at -O2, see
+// row_math.h) marked `#pragma GCC ivdep`: an output may alias its in-place input, which is fine
+// because element i is read before it is written and no other element is touched. The float32
+// Adam loop (sqrt and division per element) is also compiled for AVX2 / AVX-512 (OL_ROW_KERNEL).
+#include <algorithm>
 #include <cmath>
 
 #include "oneflow_like/core/ops/builtin_ops.h"
 #include "oneflow_like/core/ops/op_util.h"
+#include "oneflow_like/core/ops/row_math.h"
 
 namespace oneflow_like {
 namespace {
 
 using ops::OpError;
+
+constexpr int kBlock = 16;
+
+// param_out = param - lr * (grad + wd * param) (SGD without momentum).
+template <typename T>
+void SgdPlainLoop(const T* param, const T* grad, T* param_out, T lr, T wd, int64_t n) {
+  int64_t i = 0;
+  for (; i + kBlock <= n; i += kBlock) {
+#pragma GCC ivdep
+    for (int k = 0; k < kBlock; ++k) {
+      const T p = param[i + k];
+      param_out[i + k] = p - lr * (grad[i + k] + wd * p);
+    }
+  }
+  for (; i < n; ++i) {
+    const T p = param[i];
+    param_out[i] = p - lr * (grad[i] + wd * p);
+  }
+}
+
+// buf_out = momentum * buf + (grad + wd * param); param_out = param - lr * buf_out.
+template <typename T>
+void SgdMomentumLoop(const T* param, const T* grad, const T* buf, T* param_out, T* buf_out, T lr, T momentum,
+                     T wd, int64_t n) {
+  int64_t i = 0;
+  for (; i + kBlock <= n; i += kBlock) {
+#pragma GCC ivdep
+    for (int k = 0; k < kBlock; ++k) {
+      const T p = param[i + k];
+      const T b = momentum * buf[i + k] + (grad[i + k] + wd * p);
+      buf_out[i + k] = b;
+      param_out[i + k] = p - lr * b;
+    }
+  }
+  for (; i < n; ++i) {
+    const T p = param[i];
+    const T b = momentum * buf[i] + (grad[i] + wd * p);
+    buf_out[i] = b;
+    param_out[i] = p - lr * b;
+  }
+}
+
+// The per-element constants of one Adam step (see the file comment).
+template <typename T>
+struct AdamScalars {
+  T b1, b2, eps, lr, mhat_scale, vhat_scale, param_scale, grad_wd;
+};
+
+template <typename T>
+inline void AdamElement(const T* param, const T* grad, const T* m, const T* v, T* param_out, T* m_out, T* v_out,
+                        const AdamScalars<T>& c, int64_t i) {
+  const T p = param[i];
+  const T g = grad[i] + c.grad_wd * p;
+  const T mi = c.b1 * m[i] + (T(1) - c.b1) * g;
+  const T vi = c.b2 * v[i] + (T(1) - c.b2) * g * g;
+  m_out[i] = mi;
+  v_out[i] = vi;
+  param_out[i] = p * c.param_scale - c.lr * (mi * c.mhat_scale) / (std::sqrt(vi * c.vhat_scale) + c.eps);
+}
+
+template <typename T>
+inline void AdamLoop(const T* param, const T* grad, const T* m, const T* v, T* param_out, T* m_out, T* v_out,
+                     const AdamScalars<T>& c, int64_t n) {
+  int64_t i = 0;
+  for (; i + kBlock <= n; i += kBlock) {
+#pragma GCC ivdep
+    for (int k = 0; k < kBlock; ++k) AdamElement(param, grad, m, v, param_out, m_out, v_out, c, i + k);
+  }
+  for (; i < n; ++i) AdamElement(param, grad, m, v, param_out, m_out, v_out, c, i);
+}
+OL_ROW_KERNEL void AdamLoop(const float* param, const float* grad, const float* m, const float* v,
+                            float* param_out, float* m_out, float* v_out, const AdamScalars<float>& c,
+                            int64_t n) {
+  AdamLoop<float>(param, grad, m, v, param_out, m_out, v_out, c, n);
+}
 
 // Checks that inputs [0, num_tensors) share one float desc (param's).
 absl::Status CheckSameDesc(const std::string& op, const InferContext& ctx, const std::vector<std::string>& names,
@@ -83,11 +167,11 @@ OpDef MakeSgd() {
       const T momentum = static_cast<T>(ctx.attrs.Float("momentum"));
       const T wd = static_cast<T>(ctx.attrs.Float("weight_decay"));
       const int64_t n = ctx.inputs[0]->elem_count();
-      for (int64_t i = 0; i < n; ++i) {
-        const T p = param[i];
-        const T b = momentum * buf[i] + (grad[i] + wd * p);
-        buf_out[i] = b;
-        param_out[i] = p - lr * b;
+      if (momentum == T(0)) {
+        SgdPlainLoop(param, grad, param_out, lr, wd, n);
+        if (buf_out != buf) std::fill(buf_out, buf_out + n, T(0));
+      } else {
+        SgdMomentumLoop(param, grad, buf, param_out, buf_out, lr, momentum, wd, n);
       }
       return absl::OkStatus();
     });
@@ -143,20 +227,16 @@ OpDef MakeAdam() {
       T* param_out = ctx.outputs[0]->data<T>();
       T* m_out = ctx.outputs[1]->data<T>();
       T* v_out = ctx.outputs[2]->data<T>();
-      const T b1 = static_cast<T>(beta1), b2 = static_cast<T>(beta2), eps = static_cast<T>(ctx.attrs.Float("epsilon"));
-      const T lr_t = static_cast<T>(lr), mhat_scale = static_cast<T>(m_scale), vhat_scale = static_cast<T>(v_scale);
-      const T param_scale = static_cast<T>(decoupled ? 1.0 - lr * wd : 1.0);
-      const T grad_wd = static_cast<T>(decoupled ? 0.0 : wd);
-      const int64_t n = ctx.inputs[0]->elem_count();
-      for (int64_t i = 0; i < n; ++i) {
-        const T p = param[i];
-        const T g = grad[i] + grad_wd * p;
-        const T mi = b1 * m[i] + (T(1) - b1) * g;
-        const T vi = b2 * v[i] + (T(1) - b2) * g * g;
-        m_out[i] = mi;
-        v_out[i] = vi;
-        param_out[i] = p * param_scale - lr_t * (mi * mhat_scale) / (std::sqrt(vi * vhat_scale) + eps);
-      }
+      AdamScalars<T> c;
+      c.b1 = static_cast<T>(beta1);
+      c.b2 = static_cast<T>(beta2);
+      c.eps = static_cast<T>(ctx.attrs.Float("epsilon"));
+      c.lr = static_cast<T>(lr);
+      c.mhat_scale = static_cast<T>(m_scale);
+      c.vhat_scale = static_cast<T>(v_scale);
+      c.param_scale = static_cast<T>(decoupled ? 1.0 - lr * wd : 1.0);
+      c.grad_wd = static_cast<T>(decoupled ? 0.0 : wd);
+      AdamLoop(param, grad, m, v, param_out, m_out, v_out, c, ctx.inputs[0]->elem_count());
       return absl::OkStatus();
     });
   };
