@@ -234,9 +234,12 @@ void Runtime::OnActed(const Actor& actor, int64_t firing, bool step_event, int64
     RecordTimelineEvent(std::move(event));
   }
   if (env_.on_act) env_.on_act(ActEvent{rank_, actor.spec().task, &actor.spec().name, firing});
-  if (step_event) step_events_.fetch_add(1);
   // last_act_micros_ is stamped once per batch by the thread loop (DispatchOne alike).
   progress_.fetch_add(1);
+  if (step_event) {
+    step_events_.fetch_add(1);
+    if (env_.step_notifier != nullptr) env_.step_notifier->Notify();
+  }
 }
 
 void Runtime::OnFailed(const Actor& actor, const absl::Status& status) {
@@ -248,12 +251,14 @@ void Runtime::OnDone(const Actor& actor) {
   (void)actor;
   done_actors_.fetch_add(1);
   progress_.fetch_add(1);
+  if (env_.step_notifier != nullptr) env_.step_notifier->Notify();
 }
 
 void Runtime::RecordFailure(const absl::Status& status) {
   std::lock_guard<std::mutex> lock(status_mu_);
   if (status_.ok()) status_ = status;
   failed_.store(true);
+  if (env_.step_notifier != nullptr) env_.step_notifier->Notify();
 }
 
 absl::Status Runtime::status() const {

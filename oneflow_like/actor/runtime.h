@@ -48,6 +48,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "oneflow_like/actor/actor.h"
 #include "oneflow_like/actor/clock.h"
+#include "oneflow_like/actor/step_notifier.h"
 #include "oneflow_like/actor/mailbox.h"
 #include "oneflow_like/comm/transport.h"
 #include "oneflow_like/core/allocator.h"
@@ -95,6 +96,9 @@ struct RuntimeEnv {
   // thread arriving meanwhile costs no sleep/wake round trip (the cross-thread hop; see
   // mailbox.h). 0 = sleep at once (less CPU when threads far outnumber cores).
   int64_t idle_spin_polls = 4000;
+  // Notified after every step event, finished actor and failure (step_notifier.h), so the
+  // driving thread can sleep instead of polling. Optional; not owned.
+  StepNotifier* step_notifier = nullptr;
 };
 
 class Runtime final : public ActorHost {

@@ -30,6 +30,7 @@ absl::StatusOr<std::unique_ptr<Session>> Session::Create(const PlanProto& plan, 
     env.deterministic = session->options_.deterministic;
     env.clock = session->clock_;
     env.record_timeline = session->options_.record_timeline;
+    env.step_notifier = &session->notifier_;
     ASSIGN_OR_RETURN(std::unique_ptr<Runtime> runtime, Runtime::Create(plan, rank_plan.rank(), std::move(env)));
     session->runtimes_.push_back(std::move(runtime));
   }
@@ -77,6 +78,7 @@ absl::Status Session::Wait(const std::function<bool()>& done, const std::string&
   int64_t last_progress = -1;
   int64_t last_change = clock_->NowMicros();
   while (true) {
+    const int64_t seen = notifier_.count();  // before the checks: no event slips between
     for (auto& runtime : runtimes_) {
       absl::Status status = runtime->status();
       if (!status.ok()) return broken_ = status;
@@ -105,7 +107,9 @@ absl::Status Session::Wait(const std::function<bool()>& done, const std::string&
       return Stalled(absl::StrCat("watchdog: no actor progressed for ", options_.watchdog_timeout_ms,
                                   " ms while waiting for ", what));
     }
-    std::this_thread::sleep_for(std::chrono::microseconds(100));
+    // Sleep until a step event, a finished actor or a failure; wake at least every 10 ms for
+    // the watchdog.
+    notifier_.WaitChange(seen, std::chrono::milliseconds(10));
   }
 }
 

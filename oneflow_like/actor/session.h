@@ -98,6 +98,7 @@ class Session {
 
   SessionOptions options_;
   SystemClock system_clock_;
+  StepNotifier notifier_;  // the runtimes' step events wake Wait
   const Clock* clock_ = nullptr;
   int64_t pieces_per_step_ = 1;
   int32_t world_size_ = 1;

@@ -57,6 +57,7 @@ class RankExecutor : public StepExecutor {
     env.registry = registry;
     env.on_act = options_.on_act;
     env.record_timeline = options_.record_timeline;
+    env.step_notifier = &notifier_;
     ASSIGN_OR_RETURN(runtime_, actor::Runtime::Create(plan, context_->rank(), std::move(env)));
     // No rank starts a step (and sends) before every rank's runtime receives.
     return Barrier("runtimes_created");
@@ -146,6 +147,7 @@ class RankExecutor : public StepExecutor {
     int64_t last_progress = -1;
     auto last_change = std::chrono::steady_clock::now();
     while (true) {
+      const int64_t seen = notifier_.count();  // before the checks: no event slips between
       RETURN_IF_ERROR(runtime_->status());
       if (done()) return absl::OkStatus();
       absl::Status failure = context_->failure();
@@ -162,7 +164,9 @@ class RankExecutor : public StepExecutor {
                                                         " progressed for ", options_.watchdog_timeout_ms,
                                                         " ms while waiting for ", what, ":\n", runtime_->Report(1000)));
       }
-      std::this_thread::sleep_for(std::chrono::microseconds(100));
+      // Sleep until a step event, a finished actor or a failure of this runtime; wake at least
+      // every 10 ms for the job's failures (control plane) and the watchdog.
+      notifier_.WaitChange(seen, std::chrono::milliseconds(10));
     }
   }
 
@@ -172,6 +176,7 @@ class RankExecutor : public StepExecutor {
   std::set<std::string> names_;
   std::map<std::string, std::vector<int32_t>> holders_;  // output -> ranks holding a shard
   CpuAllocator allocator_;
+  actor::StepNotifier notifier_;  // declared before runtime_: outlives it
   std::unique_ptr<actor::Runtime> runtime_;
 };
 
