@@ -1,0 +1,62 @@
+#!/usr/bin/env bash
+# 2-process data parallel, side by side: oneflow_like (tools/olrun, 2 processes, dp=2 over TCP)
+# vs PyTorch 1.13 DDP with gloo (../shared/bench/launch2.py + ddp_bench.py), for W1 (mlp) and
+# W2 (gpt-tiny), same global batch (256 rows / 8 sequences), one thread per process, the two
+# systems alternating (which goes first flips every round). Prints one line per run and the
+# medians over rounds with the ratio ours / DDP (< 1.0 = oneflow_like faster).
+#
+# Usage: tools/bench/ddp_bench.sh [--rounds 3] [--workloads "mlp gpt"]
+#   OLTRAIN=/path/to/oltrain   skip the build and use this binary (else bazel -c opt build)
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+rounds=3
+workloads="mlp gpt"
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --rounds) rounds="$2"; shift 2 ;;
+    --workloads) workloads="$2"; shift 2 ;;
+    *) echo "ddp_bench: unknown argument '$1' (see the header of $0)" >&2; exit 2 ;;
+  esac
+done
+bench=/work/shared/bench
+[ -f "$bench/ddp_bench.py" ] || { echo "ddp_bench: $bench/ddp_bench.py not found" >&2; exit 2; }
+/usr/bin/python3 -c "import torch" 2>/dev/null || { echo "ddp_bench: needs python3-torch (apt-get install python3-torch)" >&2; exit 2; }
+if [ -z "${OLTRAIN:-}" ]; then
+  bash tools/bazel.sh build -c opt --color=no --curses=no //tools/train:oltrain >/dev/null 2>&1
+  OLTRAIN="$(bash tools/bazel.sh info -c opt bazel-bin 2>/dev/null)/tools/train/oltrain"
+fi
+export OLRUN_TRAINER="$OLTRAIN" OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 OMP_WAIT_POLICY=PASSIVE
+port() { /usr/bin/python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
+
+ours() {  # $1 = mlp | gpt -> ms per step (median over the timed steps)
+  local flags
+  if [ "$1" = mlp ]; then
+    flags=(--config configs/mlp.cfg --model=mlp --width=1024 --depth=4 --batch=256 --lr=0.01 --dp=2 --steps=15 --warmup=3)
+  else
+    flags=(--config configs/gpt_tiny.cfg --model=gpt --vocab=2048 --seq_len=128 --n_layer=4 --n_embd=256 --n_head=4
+           --batch=8 --lr=3e-4 --data=synthetic --dp=2 --steps=12 --warmup=3)
+  fi
+  tools/olrun --nproc-per-node 2 --master-addr 127.0.0.1 --master-port "$(port)" "${flags[@]}" 2>&1 \
+    | sed -n 's/.*RESULT median_ms_per_step=\([0-9.]*\).*/\1/p'
+}
+ddp() {
+  (cd "$bench" && /usr/bin/python3 launch2.py --nproc 2 --port "$(port)" ddp_bench.py --workload "$1" 2>/dev/null) \
+    | sed -n 's/.*ms_per_step median=\([0-9.]*\).*/\1/p'
+}
+median() { sort -g | awk '{v[NR]=$1} END {print (NR%2 ? v[(NR+1)/2] : (v[NR/2]+v[NR/2+1])/2)}'; }
+
+declare -A ours_ms ddp_ms
+for w in $workloads; do
+  for r in $(seq 1 "$rounds"); do
+    if [ $((r % 2)) -eq 1 ]; then a=$(ours "$w"); b=$(ddp "$w"); else b=$(ddp "$w"); a=$(ours "$w"); fi
+    [ -n "$a" ] && [ -n "$b" ] || { echo "ddp_bench: a run printed no result (ours '$a', ddp '$b')" >&2; exit 1; }
+    echo "round $r $w: oneflow_like ${a} ms/step   torch DDP gloo ${b} ms/step"
+    ours_ms[$w]+="$a "; ddp_ms[$w]+="$b "
+  done
+done
+echo "== 2 processes x 1 thread, data parallel; medians over $rounds rounds (ratio < 1 = oneflow_like faster) =="
+for w in $workloads; do
+  a=$(tr ' ' '\n' <<<"${ours_ms[$w]}" | grep . | median)
+  b=$(tr ' ' '\n' <<<"${ddp_ms[$w]}" | grep . | median)
+  printf '%-4s oneflow_like %8.2f ms   torch DDP %8.2f ms   ratio %.2f\n' "$w" "$a" "$b" "$(awk -v a="$a" -v b="$b" 'BEGIN {print a / b}')"
+done
