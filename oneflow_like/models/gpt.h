@@ -24,7 +24,9 @@
 // spread evenly over the stages (the embedding joins stage 0, the head and loss the last).
 // Tensor parallelism pins Megatron-style layouts on the tp mesh axis: Wqkv, bqkv, fc, fc_b
 // column-parallel (split on the output dim), Wo and fc2 row-parallel (split on the input dim);
-// inputs are split on the batch over the dp axis. Everything else is left to SBP selection.
+// inputs are split on the batch over the dp axis. Without tensor parallelism (tp = 1, dp > 1)
+// every parameter is pinned B: pure data parallel, as DDP. Everything else is left to SBP
+// selection.
 //
 // Example: BuildGptJob(registry, GptConfig{}, ParallelLayout{2, 2, 2}) is an 8-rank job, stage 0
 // on cpu:[[0,1],[2,3]], stage 1 on cpu:[[4,5],[6,7]], 4,240,896 parameters.

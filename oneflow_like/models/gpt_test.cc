@@ -64,7 +64,11 @@ TEST_F(GptTest, LayoutPlacesStagesAndPinsMegatronSplits) {
   // 1-D meshes when one degree is 1.
   Graph dp = BuildAndInfer(c, ParallelLayout{.dp = 4});
   EXPECT_EQ(dp.tensor(dp.FindTensor("idx")).placement->ToString(), "cpu:[0,1,2,3]");
-  EXPECT_FALSE(dp.tensor(dp.FindTensor("h0.qkv.weight")).pinned_nd_sbp.has_value());
+  // Pure data parallel (tp = 1): parameters are replicated, as DDP.
+  ASSERT_TRUE(dp.tensor(dp.FindTensor("h0.qkv.weight")).pinned_nd_sbp.has_value());
+  EXPECT_EQ(dp.tensor(dp.FindTensor("h0.qkv.weight")).pinned_nd_sbp->ToString(), NdSbp({Sbp::Broadcast()}).ToString());
+  Graph one = BuildAndInfer(c, ParallelLayout{});
+  EXPECT_FALSE(one.tensor(one.FindTensor("h0.qkv.weight")).pinned_nd_sbp.has_value());
 }
 
 TEST_F(GptTest, BadConfigsNameTheField) {
