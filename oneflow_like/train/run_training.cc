@@ -104,8 +104,8 @@ absl::Status RunTraining(const TrainerOptions& options, const RunOptions& run, c
                            static_cast<double>(peak) / (1 << 20));
   }
   if (!run.timeline_dir.empty()) {
-    RETURN_IF_ERROR(trainer->WriteTimeline(run.timeline_dir));
-    if (leader) out << "timeline: " << (std::filesystem::path(run.timeline_dir) / "timeline.json").string() << "\n";
+    ASSIGN_OR_RETURN(std::vector<std::string> paths, trainer->WriteTimeline(run.timeline_dir));
+    for (const std::string& path : paths) out << "timeline: " << path << "\n";
   }
   return trainer->executor()->Close();
 }

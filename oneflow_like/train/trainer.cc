@@ -219,19 +219,30 @@ std::string Trainer::PlanSummary(int max_ops) const {
   return s.str();
 }
 
-absl::Status Trainer::WriteTimeline(const std::string& dir) const {
+absl::StatusOr<std::vector<std::string>> Trainer::WriteTimeline(const std::string& dir) const {
   if (!options_.record_timeline) {
     return absl::FailedPreconditionError("trainer: the timeline was not recorded (set record_timeline)");
   }
   std::error_code error;
   std::filesystem::create_directories(dir, error);
   if (error) return absl::InvalidArgumentError(absl::StrCat("--timeline: cannot create '", dir, "': ", error.message()));
-  const std::string path = (std::filesystem::path(dir) / "timeline.json").string();
-  std::ofstream file(path);
-  if (session() == nullptr) return absl::FailedPreconditionError("trainer: timelines need the in-process session");
-  file << session()->TimelineJson();
-  if (!file) return absl::InvalidArgumentError(absl::StrCat("--timeline: cannot write '", path, "'"));
-  return absl::OkStatus();
+  std::vector<std::string> written;
+  if (session() != nullptr) {  // every rank in this process: one trace
+    const std::string path = (std::filesystem::path(dir) / "timeline.json").string();
+    std::ofstream file(path);
+    file << session()->TimelineJson();
+    if (!file) return absl::InvalidArgumentError(absl::StrCat("--timeline: cannot write '", path, "'"));
+    written.push_back(path);
+    return written;
+  }
+  // One process per rank: each writes its own file (merge them with tools/trace_merge.py).
+  for (const actor::Runtime* runtime : executor_->local_runtimes()) {
+    const std::string path =
+        (std::filesystem::path(dir) / absl::StrCat("timeline.rank", runtime->rank().value(), ".json")).string();
+    RETURN_IF_ERROR(actor::WriteRankTimeline(*runtime, path));
+    written.push_back(path);
+  }
+  return written;
 }
 
 }  // namespace train

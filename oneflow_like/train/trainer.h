@@ -89,9 +89,11 @@ class Trainer {
   // A one-screen text summary: ranks, tasks per rank by kind, planned vs naive memory per
   // rank, pieces per step, compile phases, and the SBP signatures of the biggest ops.
   std::string PlanSummary(int max_ops = 6) const;
-  // Writes the Chrome trace of the recorded acts to `dir`/timeline.json (creating `dir`).
-  // FailedPrecondition unless options.record_timeline.
-  absl::Status WriteTimeline(const std::string& dir) const;
+  // Writes the Chrome trace of the recorded acts into `dir` (created): `dir`/timeline.json when
+  // every rank runs in this process, else one `dir`/timeline.rank<R>.json per local rank (merge
+  // them with tools/trace_merge.py). Returns the paths written. FailedPrecondition unless
+  // options.record_timeline.
+  absl::StatusOr<std::vector<std::string>> WriteTimeline(const std::string& dir) const;
 
   const PlanProto& plan() const { return plan_; }
   const compiler::CompileReport& compile_report() const { return report_; }

@@ -68,7 +68,8 @@ Config files:
   --config=FILE          read the flags from a config file (configs/*.cfg, see configs/README.md);
                          flags given after it override its fields
 Runtime and output:
-  --timeline=DIR         record every act; write DIR/timeline.json (chrome://tracing, Perfetto)
+  --timeline=DIR         record every act; write DIR/timeline.json (chrome://tracing, Perfetto);
+                         under olrun each rank writes DIR/timeline.rank<R>.json (tools/trace_merge.py)
   --watchdog_ms=N        fail a step after N ms without progress (60000)
   --help                 this text
 Output: a plan summary, then "step S loss L time T ms R tokens/s|samples/s" per step, then

@@ -54,10 +54,6 @@ int RunDistributed(train::TrainerOptions options, const train::RunOptions& run, 
               << " (olrun --nnodes x --nproc-per-node)\n";
     return 2;
   }
-  if (!run.timeline_dir.empty()) {
-    std::cerr << "oltrain: --timeline records in-process runs only (run without olrun to get a trace)\n";
-    return 2;
-  }
   absl::StatusOr<std::unique_ptr<train::DistributedContext>> context = train::DistributedContext::Create(*env);
   if (!context.ok()) {
     std::cerr << "oltrain: rank " << env->rank << ": " << context.status() << "\n";

@@ -102,6 +102,9 @@ class StepCounters {
 };
 
 AttrMap OptimizerAttrs(const OptimizerProto& opt) {
+  if (opt.kind() == OptimizerProto::SGD && opt.momentum() == 0) {
+    return AttrMap{{"lr", opt.learning_rate()}, {"weight_decay", opt.weight_decay()}};
+  }
   if (opt.kind() == OptimizerProto::SGD) {
     return AttrMap{{"lr", opt.learning_rate()}, {"momentum", opt.momentum()}, {"weight_decay", opt.weight_decay()}};
   }
@@ -118,12 +121,14 @@ AttrMap OptimizerAttrs(const OptimizerProto& opt) {
 absl::Status AddUpdate(Graph* graph, const Parameter& p, StepCounters* counters) {
   const OptimizerProto& opt = graph->config().optimizer();
   const bool sgd = opt.kind() == OptimizerProto::SGD;
-  const std::vector<std::string> state_suffixes =
-      sgd ? std::vector<std::string>{"momentum"} : std::vector<std::string>{"adam_m", "adam_v"};
+  const bool plain = sgd && opt.momentum() == 0;  // no momentum: no buffer
+  std::vector<std::string> state_suffixes;
+  if (!sgd) state_suffixes = {"adam_m", "adam_v"};
+  if (sgd && !plain) state_suffixes = {"momentum"};
   OpSpec op;
   op.name = absl::StrCat(p.name, sgd ? "/sgd_update" : "/adam_update");
   RETURN_IF_ERROR(CheckNameFree(*graph, op.name, absl::StrCat("the optimizer op of '", p.name, "'")));
-  op.type = sgd ? "sgd_update" : "adam_update";
+  op.type = plain ? "sgd_plain_update" : sgd ? "sgd_update" : "adam_update";
   op.inputs = {p.id, p.grad};
   op.output_names = {absl::StrCat(p.name, "/new")};
   std::vector<TensorId> states;

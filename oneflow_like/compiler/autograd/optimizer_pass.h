@@ -3,8 +3,8 @@
 //
 //   SGD    momentum buffer "<w>/momentum" (frozen, zeros);
 //          op "<w>/sgd_update" = sgd_update(w, w/grad, <w>/momentum){lr, momentum, weight_decay}
-//          -> "<w>/new", "<w>/momentum/new".  (The buffer exists even with momentum 0, since
-//          sgd_update reads it.)
+//          -> "<w>/new", "<w>/momentum/new".  With momentum 0 there is no buffer: op
+//          "<w>/sgd_update" = sgd_plain_update(w, w/grad){lr, weight_decay} -> "<w>/new".
 //   ADAM   moments "<w>/adam_m", "<w>/adam_v" (frozen, zeros);
 //   ADAMW  op "<w>/adam_update" = adam_update(w, w/grad, m, v, step){lr, beta1 (0.9),
 //          beta2 (0.999), epsilon (1e-8), bias_correction (true), weight_decay,

@@ -101,6 +101,23 @@ TEST(OptimizerPassTest, SgdMomentumMatchesHandComputedSteps) {
   });
 }
 
+TEST(OptimizerPassTest, SgdWithoutMomentumKeepsNoBuffer) {
+  auto registry = BuiltinRegistry();
+  const Graph g = CompileTraining(Regression("sgd(lr=0.1, weight_decay=0.01)"), *registry, true).training;
+  EXPECT_FALSE(g.FindTensor("w/momentum").valid());
+  ASSERT_EQ(g.variable_updates().size(), 1u);  // w only
+  const OpId update = g.FindOp("w/sgd_update");
+  ASSERT_TRUE(update.valid());
+  EXPECT_EQ(g.op(update).type, "sgd_plain_update");
+  Train(g, 2, [&](int step, const GraphValues& v, const std::vector<double>& w, const GraphValues& feeds) {
+    SCOPED_TRACE(step);
+    const std::vector<double> grad = HandGradient(feeds, w);
+    std::vector<double> w_new(8);
+    for (int i = 0; i < 8; ++i) w_new[i] = w[i] - 0.1 * (grad[i] + 0.01 * w[i]);
+    ExpectNear(v.at("w/new"), w_new, "w/new");
+  });
+}
+
 struct AdamCase {
   std::string optimizer;
   bool decoupled;

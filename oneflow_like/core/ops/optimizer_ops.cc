@@ -1,4 +1,4 @@
-// Optimizer op family: sgd_update, adam_update (PyTorch semantics) and step_increment. Both are element-wise
+// Optimizer op family: sgd_update, sgd_plain_update, adam_update (PyTorch semantics) and step_increment. Both are element-wise
 // over the parameter, may update their state in place (OpDef::inplace_pairs: the outputs may
 // alias param and the state inputs; kernels read every input element before writing it), and
 // are excluded from autograd (is_optimizer, no grad rule).
@@ -7,6 +7,8 @@
 //                (momentum 0 is the plain step param -= lr * (grad + wd * param), as torch's
 //                SGD without momentum: the buffer is then not read, and momentum_buf_out is
 //                zero-filled, or left as it is when it shares momentum_buf's memory).
+//   sgd_plain_update: param -= lr * (grad + wd * param), no state (what the optimizer pass uses
+//                at momentum 0, so a plain SGD job carries no dead buffer).
 //   adam_update: AdamW (decoupled_weight_decay): param *= 1 - lr * wd; else grad += wd * param;
 //                m = b1 m + (1 - b1) g;  v = b2 v + (1 - b2) g^2;
 //                mhat = m / (1 - b1^t), vhat = v / (1 - b2^t) (if bias_correction, else m, v);
@@ -179,6 +181,35 @@ OpDef MakeSgd() {
   return def;
 }
 
+OpDef MakeSgdPlain() {
+  OpDef def;
+  def.name = "sgd_plain_update";
+  def.doc = "SGD without momentum: param -= lr * (grad + wd * param) (torch.optim.SGD, momentum 0); no state.";
+  def.inputs = {"param", "grad"};
+  def.outputs = {"param_out"};
+  def.inplace_pairs = {{0, 0}};
+  def.is_optimizer = true;
+  def.attrs = {{"lr", AttrType::kFloat, std::nullopt, "learning rate"},
+               {"weight_decay", AttrType::kFloat, AttrValue(0.0), "L2 penalty added to the gradient"}};
+  def.infer = [](const InferContext& ctx) -> absl::StatusOr<std::vector<TensorDesc>> {
+    RETURN_IF_ERROR(CheckSameDesc("sgd_plain_update", ctx, {"param", "grad"}, 2));
+    return std::vector<TensorDesc>{ctx.inputs[0]};
+  };
+  def.sbp = [](const AttrMap&, const std::vector<TensorDesc>& in) {
+    return SameSplitSignatures(in[0].shape.num_axes(), 2, 0, 1);
+  };
+  def.cpu_kernel = [](const KernelContext& ctx) -> absl::Status {
+    return ops::DispatchFloat(ctx.inputs[0]->dtype(), ctx.op_name, [&](auto t) {
+      using T = decltype(t);
+      SgdPlainLoop(ctx.inputs[0]->data<T>(), ctx.inputs[1]->data<T>(), ctx.outputs[0]->data<T>(),
+                   static_cast<T>(ctx.attrs.Float("lr")), static_cast<T>(ctx.attrs.Float("weight_decay")),
+                   ctx.inputs[0]->elem_count());
+      return absl::OkStatus();
+    });
+  };
+  return def;
+}
+
 OpDef MakeAdam() {
   OpDef def;
   def.name = "adam_update";
@@ -276,6 +307,7 @@ OpDef MakeStepIncrement() {
 
 absl::Status RegisterOptimizerOps(OpRegistry* registry) {
   RETURN_IF_ERROR(registry->Register(MakeSgd()));
+  RETURN_IF_ERROR(registry->Register(MakeSgdPlain()));
   RETURN_IF_ERROR(registry->Register(MakeAdam()));
   RETURN_IF_ERROR(registry->Register(MakeStepIncrement()));
   return absl::OkStatus();

@@ -63,6 +63,33 @@ TEST(OptimizerOpsTest, SgdThreeStepsMatchReference) {
   }
 }
 
+TEST(OptimizerOpsTest, SgdPlainThreeStepsMatchReferenceAndRunInPlace) {
+  OpTest t;
+  const Shape shape({4, 7});  // 28 elements: one 16-wide block and a scalar tail
+  for (DataType dtype : {DataType::kFloat32, DataType::kFloat64}) {
+    const AttrMap attrs{{"lr", 0.1}, {"weight_decay", 0.05}};
+    Tensor param = RandomTensor(dtype, shape, 3);
+    std::vector<Tensor> in_place = {param.Clone(), Tensor()};
+    std::vector<double> p = AsDoubles(param);
+    for (int step = 0; step < 3; ++step) {
+      const Tensor grad = RandomTensor(dtype, shape, 20 + step);
+      const std::vector<double> g = AsDoubles(grad);
+      for (size_t i = 0; i < p.size(); ++i) p[i] -= 0.1 * (g[i] + 0.05 * p[i]);  // torch.optim.SGD, momentum 0
+      std::vector<Tensor> out = t.RunOk("sgd_plain_update", {param, grad}, attrs);
+      ASSERT_EQ(out.size(), 1u);
+      param = out[0];
+      ExpectTensorNear(param, TensorFromDoubles(DataType::kFloat64, shape, p), 1e-5, 1e-6, "sgd_plain param");
+      in_place[1] = grad;
+      ASSERT_TRUE(t.RunInPlace("sgd_plain_update", in_place, attrs).ok());
+      ExpectTensorNear(in_place[0], param, 0, 0, "in-place param");
+    }
+  }
+  const Tensor p = RandomTensor(DataType::kFloat32, Shape({4, 3}), 1);
+  t.ExpectRunFails("sgd_plain_update", {p, RandomTensor(DataType::kFloat32, Shape({3, 4}), 2)}, {{"lr", 0.1}},
+                   {"grad float32[3,4]"});
+  t.ExpectRunFails("sgd_plain_update", {p, p}, {}, {"lr"});
+}
+
 struct AdamCase {
   double weight_decay;
   bool decoupled, bias_correction;
