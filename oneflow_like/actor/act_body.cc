@@ -19,7 +19,8 @@ void AddTyped(const Tensor& source, Tensor* destination) {
 
 void CopyTensorData(const Tensor& source, Tensor* destination) {
   CHECK_EQ(source.byte_size(), destination->byte_size());
-  if (source.byte_size() > 0) std::memcpy(destination->raw_data(), source.raw_data(), source.byte_size());
+  // Same bytes: an in-place update already wrote the value (inplace_updates.h).
+  if (source.byte_size() > 0 && source.raw_data() != destination->raw_data()) std::memcpy(destination->raw_data(), source.raw_data(), source.byte_size());
 }
 
 void AddTensorInto(const Tensor& source, Tensor* destination) {

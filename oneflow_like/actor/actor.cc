@@ -35,6 +35,8 @@ std::string WaitCauseName(const WaitCause& cause) {
       return absl::StrCat("shared bytes of '", name, "'");
     case WaitCause::kStepCredit:
       return "step credit";
+    case WaitCause::kInPlace:
+      return absl::StrCat("other readers of variable '", name, "' (in-place update)");
   }
   return "unknown";
 }
@@ -71,6 +73,8 @@ void Actor::Handle(const ActorMessage& message) {
           out.use->live.fetch_sub(1);
           WakeConflicts(out);
         }
+      } else if (out.holders[message.buffer] == 1 && out.has_inplace_writer) {
+        host_->Post(ActorMessage{MessageKind::kWake, out.inplace_writer, 0, 0, 0});  // maybe the writer is the last
       }
       break;
     }
@@ -99,6 +103,14 @@ bool Actor::AllInputsReady() const {
     if (in.ready.empty()) return false;
   }
   return true;
+}
+
+const OutputPort* Actor::BusyInPlaceTarget() const {
+  // The writer holds buffer 0 itself (it is ready as an input), so 1 means nobody else.
+  for (const OutputPort* port : inplace_targets_) {
+    if (port->holders[0] != 1) return port;
+  }
+  return nullptr;
 }
 
 bool Actor::AllOutputsFree() const {
@@ -242,6 +254,9 @@ WaitCause Actor::FirstWait() const {
       if (!BytesAvailable(out)) return WaitCause{WaitCause::kSharedBytes, out.layout};
     }
   }
+  if (needs_inputs && !inplace_targets_.empty()) {
+    if (const OutputPort* busy = BusyInPlaceTarget()) return WaitCause{WaitCause::kInPlace, busy->layout};
+  }
   return WaitCause{};
 }
 
@@ -260,6 +275,7 @@ bool Actor::TryFireOnce() {
     case FiringRule::kAllInputs:
     case FiringRule::kRepeat:
       if (spec_.inputs.empty() || !AllInputsReady() || !AllOutputsFree()) return false;
+      if (!inplace_targets_.empty() && BusyInPlaceTarget() != nullptr) return false;
       break;
   }
   if (absl::Status status = RunBody(body_.get()); !status.ok()) {
@@ -352,6 +368,12 @@ std::string Actor::DescribeWait() const {
     if (!out.free.empty()) continue;
     waits.push_back(absl::StrCat("waits for register '", out.layout->name, "' (id ", out.layout->id.value(),
                                  ") to be returned by ", out.consumers_description));
+  }
+  if (!inplace_targets_.empty() && AllInputsReady()) {
+    if (const OutputPort* busy = BusyInPlaceTarget()) {
+      waits.push_back(absl::StrCat("waits for the other readers of variable register '", busy->layout->name,
+                                   "' to return it (it updates it in place; ", busy->holders[0] - 1, " still hold it)"));
+    }
   }
   if (waits.empty()) waits.push_back("not waiting");
   return absl::StrCat("actor '", spec_.name, "' (task ", spec_.task.value(), ", ", spec_.type_name, ", ",

@@ -92,6 +92,10 @@ struct OutputPort {
   // Mutable state.
   std::deque<int32_t> free;
   std::vector<int32_t> holders;  // per buffer: consumers that have not returned it yet
+  // A variable holder's register that `inplace_writer` (its optimizer task) overwrites in
+  // place (inplace_updates.h): woken when only that writer still holds the buffer.
+  bool has_inplace_writer = false;
+  ActorId inplace_writer;
 };
 
 // Which slot of which port a body input/output is.
@@ -121,6 +125,7 @@ struct WaitCause {
     kOutput,       // no free buffer of output register `layout` (consumers hold them all)
     kSharedBytes,  // output `layout` shares bytes with another register not yet idle
     kStepCredit,   // a source: every piece of the started steps is out
+    kInPlace,      // an in-place update of variable register `layout`: other readers hold it
   };
   Kind kind = kNone;
   const RegisterLayout* layout = nullptr;  // kInput, kOutput, kSharedBytes
@@ -163,6 +168,16 @@ class Actor {
   WaitCause FirstWait() const;
   // One line: state, firings, and what it waits for.
   std::string DescribeWait() const;
+  // In-place variable updates (inplace_updates.h), wired by the runtime after construction.
+  // This actor writes the variable register of `holder_port` in place, so it fires only when
+  // no other reader holds that register's buffer 0. REQUIRES: same thread as its owner.
+  void AddInPlaceTarget(const OutputPort* holder_port) { inplace_targets_.push_back(holder_port); }
+  // Output `port` of this (holder) actor is overwritten in place by `writer`.
+  void SetInPlaceWriter(int32_t port, ActorId writer) {
+    spec_.outputs[port].has_inplace_writer = true;
+    spec_.outputs[port].inplace_writer = writer;
+  }
+  const OutputPort& output(int32_t port) const { return spec_.outputs[port]; }
 
   const ActorSpec& spec() const { return spec_; }
   ActorState state() const { return state_; }
@@ -170,6 +185,8 @@ class Actor {
 
  private:
   bool AllInputsReady() const;
+  // The first in-place target another reader still holds, else nullptr.
+  const OutputPort* BusyInPlaceTarget() const;
   bool AllOutputsFree() const;
   bool BytesAvailable(const OutputPort& out) const;
   void WakeConflicts(const OutputPort& out);
@@ -193,6 +210,7 @@ class Actor {
   bool awaiting_update_ = false;      // variable holder
   int64_t phase_ = 0;                 // repeat: outputs emitted; accumulate: inputs summed
   std::vector<Tensor> accumulator_;
+  std::vector<const OutputPort*> inplace_targets_;  // owned by holder actors of this thread
   // Timelines (host_->RecordsWaits()): when the current wait began (-1: not waiting), and
   // what the latest failed attempt lacked.
   int64_t wait_begin_micros_ = -1;

@@ -40,6 +40,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <string>
 #include <thread>
 #include <tuple>
@@ -99,6 +100,9 @@ struct RuntimeEnv {
   // Notified after every step event, finished actor and failure (step_notifier.h), so the
   // driving thread can sleep instead of polling. Optional; not owned.
   StepNotifier* step_notifier = nullptr;
+  // Optimizer tasks write variables (and their state) in place when the plan allows it
+  // (inplace_updates.h), so variable holders copy nothing; false: always copy.
+  bool inplace_variable_updates = true;
 };
 
 class Runtime final : public ActorHost {
@@ -132,6 +136,8 @@ class Runtime final : public ActorHost {
   absl::Status StartStep();
   bool StepDone() const;
   int64_t steps_started() const { return steps_started_; }
+  // Update registers whose optimizer writes the variables in place (inplace_updates.h).
+  int64_t num_inplace_updates() const { return num_inplace_updates_; }
   // Starts the end-of-data drain; Finished() once every actor is done.
   void EndStream();
   bool Finished() const;
@@ -235,9 +241,10 @@ class Runtime final : public ActorHost {
   // runtime_tasks.cc: per-binding checks and variable initialization; per-task-type rules,
   // payload slots and bodies (fills spec->rule, count, payload refs, back edges).
   absl::Status AddBinding(const TensorBindingProto& binding);
-  // Pairs of local registers whose bytes overlap (the memory planner's reuse), per register.
+  // Pairs of local registers whose bytes overlap (the memory planner's reuse), per register;
+  // registers in `skip` (in-place updates: they do not use their planned bytes) take no part.
   std::map<int64_t, std::vector<ByteConflict>> FindByteConflicts(
-      const std::map<int64_t, const RegisterProto*>& registers);
+      const std::map<int64_t, const RegisterProto*>& registers, const std::set<int64_t>& skip);
   absl::StatusOr<TaskSetup> SetUpTask(const TaskProto& task, int64_t firings_per_step, ActorSpec* spec);
   void Start();
   void ThreadLoop(StreamThread* thread);
@@ -283,6 +290,7 @@ class Runtime final : public ActorHost {
   std::map<std::string, int64_t> fetches_per_step_;  // sink firings per step, per output
 
   int64_t events_per_step_ = 0;
+  int64_t num_inplace_updates_ = 0;
   int64_t steps_started_ = 0;  // written by StartStep (callers serialize steps)
   std::atomic<int64_t> step_events_{0};
   std::atomic<int64_t> progress_{0};

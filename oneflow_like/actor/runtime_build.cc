@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "oneflow_like/actor/inplace_updates.h"
 #include "oneflow_like/actor/plan_rates.h"
 #include "oneflow_like/actor/runtime.h"
 #include "oneflow_like/core/attr_proto.h"
@@ -188,7 +189,27 @@ absl::Status Runtime::Build(const PlanProto& plan, const RankPlanProto& rank_pla
     }
   }
 
-  std::map<int64_t, std::vector<ByteConflict>> conflicts = FindByteConflicts(register_protos);
+  // In-place variable updates: the update register's slots point at the variables' bytes (its
+  // own planned bytes go unused, so it takes no part in byte sharing).
+  std::vector<InPlaceUpdate> inplace;
+  if (env_.inplace_variable_updates && env_.registry != nullptr) {
+    inplace = FindInPlaceUpdates(rank_plan, register_protos, *env_.registry);
+  }
+  std::set<int64_t> aliased;
+  for (const InPlaceUpdate& u : inplace) {
+    RegisterLayout* update = layout_by_id_.at(u.update_register);
+    const RegisterLayout* first = layout_by_id_.at(u.targets[0].variable_register);
+    char* base = first->buffers[0];  // every variable of `u` lives in this block
+    update->buffers = {base};
+    for (const InPlaceTarget& t : u.targets) {
+      const RegisterLayout* variable = layout_by_id_.at(t.variable_register);
+      update->slot_offsets[t.update_slot] =
+          (variable->buffers[0] + variable->slot_offsets[t.variable_slot]) - base;
+    }
+    aliased.insert(u.update_register);
+  }
+  num_inplace_updates_ = static_cast<int64_t>(inplace.size());
+  std::map<int64_t, std::vector<ByteConflict>> conflicts = FindByteConflicts(register_protos, aliased);
 
   // Consumers, derived from the tasks and checked against the registers' consumer lists.
   std::map<int64_t, std::vector<LocalEndpoint>> local_consumers;
@@ -276,6 +297,14 @@ absl::Status Runtime::Build(const PlanProto& plan, const RankPlanProto& rank_pla
     StreamThread* host = thread_of_actor_[spec.id.value()];  // actors run on their thread only
     actors_.push_back(std::make_unique<Actor>(std::move(spec), std::move(setup.body), host));
   }
+  for (const InPlaceUpdate& u : inplace) {
+    Actor* writer = actors_[actor_of_task.at(u.optimizer_task).value()].get();
+    for (const InPlaceTarget& t : u.targets) {
+      const LocalEndpoint holder = producer_by_register_.at(t.variable_register);
+      actors_[holder.actor.value()]->SetInPlaceWriter(holder.port, writer->spec().id);
+      writer->AddInPlaceTarget(&actors_[holder.actor.value()]->output(holder.port));
+    }
+  }
   // Each thread offers firings in the static per-stream order.
   std::vector<int64_t> order(tasks.size());
   for (size_t i = 0; i < tasks.size(); ++i) order[i] = tasks[i]->order_in_stream();
@@ -293,13 +322,13 @@ absl::Status Runtime::Build(const PlanProto& plan, const RankPlanProto& rank_pla
 }
 
 std::map<int64_t, std::vector<ByteConflict>> Runtime::FindByteConflicts(
-    const std::map<int64_t, const RegisterProto*>& registers) {
+    const std::map<int64_t, const RegisterProto*>& registers, const std::set<int64_t>& skip) {
   struct Interval {
     int64_t block, begin, end, id;
   };
   std::vector<Interval> intervals;
   for (const auto& [id, reg] : registers) {
-    if (!reg->has_memory()) continue;
+    if (!reg->has_memory() || skip.count(id) > 0) continue;
     const RegisterLayout* layout = layout_by_id_.at(id);
     int64_t span = 0;
     for (size_t s = 0; s < layout->slots.size(); ++s) {

@@ -30,6 +30,7 @@ absl::StatusOr<std::unique_ptr<Session>> Session::Create(const PlanProto& plan, 
     env.deterministic = session->options_.deterministic;
     env.clock = session->clock_;
     env.record_timeline = session->options_.record_timeline;
+    env.inplace_variable_updates = session->options_.inplace_variable_updates;
     env.step_notifier = &session->notifier_;
     ASSIGN_OR_RETURN(std::unique_ptr<Runtime> runtime, Runtime::Create(plan, rank_plan.rank(), std::move(env)));
     session->runtimes_.push_back(std::move(runtime));

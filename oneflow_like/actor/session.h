@@ -52,6 +52,8 @@ struct SessionOptions {
   bool deterministic = false;
   // Record a per-actor timeline on every rank (TimelineJson).
   bool record_timeline = false;
+  // RuntimeEnv::inplace_variable_updates of every rank.
+  bool inplace_variable_updates = true;
 };
 
 class Session {

@@ -25,7 +25,7 @@ const std::map<std::string, std::map<std::string, std::string>>& Fields() {
       {"parallel",
        {{"dp", "--dp"}, {"tp", "--tp"}, {"pp", "--pp"}, {"micro_batches", "--micro_batches"},
         {"grad_accum", "--grad_accum"}, {"zero_stage", "--zero_stage"}, {"recompute", "--recompute"},
-        {"reuse_memory", "--reuse_memory"}}},
+        {"reuse_memory", "--reuse_memory"}, {"inplace_updates", "--inplace_updates"}}},
       {"optimizer", {{"kind", ""}, {"lr", "--lr"}}},
       {"train",
        {{"steps", "--steps"}, {"warmup", "--warmup"}, {"seed", "--seed"}, {"watchdog_ms", "--watchdog_ms"},

@@ -57,6 +57,7 @@ class RankExecutor : public StepExecutor {
     env.registry = registry;
     env.on_act = options_.on_act;
     env.record_timeline = options_.record_timeline;
+    env.inplace_variable_updates = options_.inplace_variable_updates;
     env.step_notifier = &notifier_;
     ASSIGN_OR_RETURN(runtime_, actor::Runtime::Create(plan, context_->rank(), std::move(env)));
     // No rank starts a step (and sends) before every rank's runtime receives.

@@ -102,6 +102,7 @@ absl::StatusOr<std::unique_ptr<Trainer>> Trainer::Create(const TrainerOptions& o
   actor::SessionOptions session;
   session.watchdog_timeout_ms = options.watchdog_ms;
   session.record_timeline = options.record_timeline;
+  session.inplace_variable_updates = options.inplace_updates;
   if (options.executor_factory) {
     ASSIGN_OR_RETURN(t->executor_, options.executor_factory(t->plan_, registry, std::move(session)));
   } else {

@@ -55,6 +55,7 @@ Parallel layout (world = dp x tp x pp ranks):
   --grad_accum=N         gradient accumulation pieces per step
   --zero_stage=0|1       ZeRO-1: shard optimizer state over dp
   --reuse_memory[=bool]  share register bytes by lifetime (on; --reuse_memory=false: naive)
+  --inplace_updates[=bool]  optimizers write variables in place, no per-step copy (on)
   --recompute[=bool]     gpt: recompute each block's activations in backward (off)
 Data:
   --data=synthetic|FILE  gpt: torch_gpt.py's synthetic batches (default), or a text file read
@@ -148,6 +149,11 @@ absl::StatusOr<TrainerFlags> ParseTrainerFlags(const std::vector<std::string>& a
          ASSIGN_OR_RETURN(o.reuse_memory, Bool(flag, v));
          return absl::OkStatus();
        }},
+      {"--inplace_updates",
+       [&](const std::string& flag, const std::string& v) -> absl::Status {
+         ASSIGN_OR_RETURN(o.inplace_updates, Bool(flag, v));
+         return absl::OkStatus();
+       }},
       {"--timeline",
        [&](const std::string& flag, const std::string& v) -> absl::Status {
          if (v.empty()) return Bad(flag, "a directory", v);
@@ -203,7 +209,7 @@ absl::StatusOr<TrainerFlags> ParseTrainerFlags(const std::vector<std::string>& a
     std::string value;
     if (eq != std::string::npos) {
       value = arg.substr(eq + 1);
-    } else if (name == "--reuse_memory" || name == "--recompute" || name == "--resume") {
+    } else if (name == "--reuse_memory" || name == "--inplace_updates" || name == "--recompute" || name == "--resume") {
       value = "";  // bare boolean
     } else if (i + 1 < args.size()) {
       value = args[++i];
