@@ -171,12 +171,12 @@ void Actor::SendOutputs() {
     for (const LocalEndpoint& c : out.local_consumers) {
       host_->Post(ActorMessage{MessageKind::kRegisterReady, c.actor, c.port, buffer, 0});
     }
-    if (!out.remote_consumers.empty()) {
-      const std::string payload = out.layout->Pack(buffer);
-      for (const RemoteEndpoint& c : out.remote_consumers) {
-        host_->SendRemote(c.rank,
-                          RemoteMessage{RemoteKind::kReady, out.layout->id, buffer, spec_.task, c.task, payload});
-      }
+    for (const RemoteEndpoint& c : out.remote_consumers) {
+      // The slots are packed straight into the wire bytes (one copy); they stay untouched until
+      // the consumer returns the buffer.
+      RemoteMessage ready{RemoteKind::kReady, out.layout->id, buffer, spec_.task, c.task, ""};
+      ready.payload_parts = out.layout->PayloadParts(buffer);
+      host_->SendRemote(c.rank, ready);
     }
   }
 }

@@ -24,6 +24,23 @@ TEST(WireTest, RemoteMessagesRoundTrip) {
   EXPECT_EQ(back->payload, m.payload);
 }
 
+TEST(WireTest, PayloadPartsArePackedInOrderAndDecodeAsOneView) {
+  const std::string a("\x05\x06", 2), b = "slot-two", c;
+  RemoteMessage m{RemoteKind::kReady, RegisterId(9), 2, TaskId(4), TaskId(5), "p"};
+  m.payload_parts = {a, c, b};
+  EXPECT_EQ(m.payload_size(), 1 + 2 + 8);
+  const std::string wire = EncodeRemoteMessage(m);
+  absl::string_view payload;
+  absl::StatusOr<RemoteMessage> back = DecodeRemoteMessageView(wire, &payload);
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(payload, "p" + a + b);
+  EXPECT_TRUE(back->payload.empty());  // a view into `wire`, not a copy
+  EXPECT_EQ(payload.data(), wire.data() + (wire.size() - payload.size()));
+  EXPECT_EQ(back->register_id, RegisterId(9));
+  EXPECT_EQ(DecodeRemoteMessage(wire)->payload, "p" + a + b);
+  EXPECT_EQ(DecodeRemoteMessageView("ab", &payload).status().code(), absl::StatusCode::kInvalidArgument);
+}
+
 TEST(WireTest, GarbageIsAnErrorNotACrash) {
   EXPECT_EQ(DecodeRemoteMessage("abc").status().code(), absl::StatusCode::kInvalidArgument);
   std::string bad_kind =

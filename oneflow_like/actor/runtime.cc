@@ -195,7 +195,9 @@ void Runtime::SendRemote(Rank to, const RemoteMessage& message) {
 
 void Runtime::SendRemoteFrom(int32_t tid, Rank to, const RemoteMessage& message) {
   const int64_t begin = NowMicros();
-  absl::Status status = env_.transport->Send(to, EncodeRemoteMessage(message));
+  // Handed over (not copied again): a TCP link queues it and writes what the socket does not
+  // take at once from its I/O thread, so this thread never waits for the peer to read.
+  absl::Status status = env_.transport->SendOwned(to, EncodeRemoteMessage(message));
   if (env_.record_timeline) {
     TimelineEvent event;
     event.kind = TimelineEvent::kSend;
@@ -205,7 +207,7 @@ void Runtime::SendRemoteFrom(int32_t tid, Rank to, const RemoteMessage& message)
     event.remote_kind = message.kind;
     event.register_id = message.register_id.value();
     event.buffer = message.buffer;
-    event.bytes = static_cast<int64_t>(message.payload.size());
+    event.bytes = message.payload_size();
     event.peer = to.value();
     RecordTimelineEvent(std::move(event));
   }
@@ -270,13 +272,14 @@ absl::Status Runtime::status() const {
 
 void Runtime::OnRemoteBytes(Rank from, absl::string_view bytes) {
   const int64_t begin = NowMicros();
-  absl::StatusOr<RemoteMessage> decoded = DecodeRemoteMessage(bytes);
+  absl::string_view payload;  // not copied: unpacked straight into the mirror's buffer
+  absl::StatusOr<RemoteMessage> decoded = DecodeRemoteMessageView(bytes, &payload);
   if (!decoded.ok()) {
     RecordFailure(absl::InvalidArgumentError(absl::StrCat("rank ", rank_.value(), ": message from rank ",
                                                           from.value(), ": ", decoded.status().message())));
     return;
   }
-  DeliverRemote(from, *decoded);
+  DeliverRemote(from, *decoded, payload);
   if (env_.record_timeline) {
     TimelineEvent event;
     event.kind = TimelineEvent::kReceive;
@@ -285,13 +288,13 @@ void Runtime::OnRemoteBytes(Rank from, absl::string_view bytes) {
     event.remote_kind = decoded->kind;
     event.register_id = decoded->register_id.value();
     event.buffer = decoded->buffer;
-    event.bytes = static_cast<int64_t>(decoded->payload.size());
+    event.bytes = static_cast<int64_t>(payload.size());
     event.peer = from.value();
     RecordTimelineEvent(std::move(event));
   }
 }
 
-void Runtime::DeliverRemote(Rank from, const RemoteMessage& message) {
+void Runtime::DeliverRemote(Rank from, const RemoteMessage& message, absl::string_view payload) {
   const std::string where = absl::StrCat("rank ", rank_.value(), ": message from rank ", from.value());
   const int64_t id = message.register_id.value();
   if (message.kind == RemoteKind::kReturned) {
@@ -317,7 +320,7 @@ void Runtime::DeliverRemote(Rank from, const RemoteMessage& message) {
   }
   MirrorRegister* mirror = it->second;
   if (message.kind == RemoteKind::kReady) {
-    absl::Status status = mirror->layout.Unpack(message.buffer, message.payload);
+    absl::Status status = mirror->layout.Unpack(message.buffer, payload);
     if (!status.ok()) {
       RecordFailure(absl::InvalidArgumentError(absl::StrCat(where, ": ", status.message())));
       return;

@@ -256,7 +256,8 @@ class Runtime final : public ActorHost {
   void FireReady(StreamThread* thread, std::vector<int32_t>* touched);
   void DescribeThread(const StreamThread& thread);
   void OnRemoteBytes(Rank from, absl::string_view bytes);
-  void DeliverRemote(Rank from, const RemoteMessage& message);  // OnRemoteBytes minus decoding, timeline
+  // OnRemoteBytes minus decoding and timeline; `payload`: a kReady message's payload.
+  void DeliverRemote(Rank from, const RemoteMessage& message, absl::string_view payload);
   void RecordFailure(const absl::Status& status);
   char* AllocateBytes(int64_t bytes);
 

@@ -16,17 +16,25 @@ constexpr size_t kHeaderBytes = 1 + 8 + 4 + 8 + 8;
 
 std::string EncodeRemoteMessage(const RemoteMessage& message) {
   std::string out;
-  out.reserve(kHeaderBytes + message.payload.size());
+  out.reserve(kHeaderBytes + static_cast<size_t>(message.payload_size()));
   AppendFixed<uint8_t>(&out, static_cast<uint8_t>(message.kind));
   AppendFixed<int64_t>(&out, message.register_id.value());
   AppendFixed<int32_t>(&out, message.buffer);
   AppendFixed<int64_t>(&out, message.source_task.value());
   AppendFixed<int64_t>(&out, message.destination_task.value());
   out.append(message.payload);
+  for (absl::string_view part : message.payload_parts) out.append(part.data(), part.size());
   return out;
 }
 
 absl::StatusOr<RemoteMessage> DecodeRemoteMessage(absl::string_view bytes) {
+  absl::string_view payload;
+  ASSIGN_OR_RETURN(RemoteMessage message, DecodeRemoteMessageView(bytes, &payload));
+  message.payload.assign(payload.data(), payload.size());
+  return message;
+}
+
+absl::StatusOr<RemoteMessage> DecodeRemoteMessageView(absl::string_view bytes, absl::string_view* payload) {
   if (bytes.size() < kHeaderBytes) {
     return absl::InvalidArgumentError(
         absl::StrCat("actor message of ", bytes.size(), " bytes is shorter than its ", kHeaderBytes, "-byte header"));
@@ -49,7 +57,7 @@ absl::StatusOr<RemoteMessage> DecodeRemoteMessage(absl::string_view bytes) {
   if (message.kind != RemoteKind::kReady && bytes.size() != kHeaderBytes) {
     return absl::InvalidArgumentError("actor message: only 'ready' carries a payload");
   }
-  message.payload.assign(bytes.data() + pos, bytes.size() - pos);
+  *payload = bytes.substr(pos);
   return message;
 }
 

@@ -13,6 +13,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "absl/strings/string_view.h"
 #include "oneflow_like/core/ids.h"
@@ -34,11 +35,22 @@ struct RemoteMessage {
   TaskId source_task;       // the sending task
   TaskId destination_task;  // the receiving task (for kReady/kEndOfData: a consumer of the mirror)
   std::string payload;      // kReady only
+  // kReady: more payload bytes, appended after `payload` in order by EncodeRemoteMessage (not
+  // owned: e.g. the slots of a register buffer, packed straight into the wire bytes).
+  std::vector<absl::string_view> payload_parts;
+  int64_t payload_size() const {
+    int64_t n = static_cast<int64_t>(payload.size());
+    for (absl::string_view part : payload_parts) n += static_cast<int64_t>(part.size());
+    return n;
+  }
 };
 
 std::string EncodeRemoteMessage(const RemoteMessage& message);
 // InvalidArgument for truncated bytes, an unknown kind or a negative buffer/id.
 absl::StatusOr<RemoteMessage> DecodeRemoteMessage(absl::string_view bytes);
+// As DecodeRemoteMessage, but the payload is not copied: the result's `payload` stays empty and
+// `*payload` views the payload inside `bytes`.
+absl::StatusOr<RemoteMessage> DecodeRemoteMessageView(absl::string_view bytes, absl::string_view* payload);
 
 }  // namespace actor
 }  // namespace oneflow_like

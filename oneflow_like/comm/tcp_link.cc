@@ -97,6 +97,30 @@ absl::Status TcpLink::Send(absl::string_view payload, bool may_block) {
   return flushed;
 }
 
+absl::Status TcpLink::SendOwned(std::string payload) {
+  if (static_cast<int64_t>(payload.size()) > options_.max_frame_bytes) {
+    return absl::InvalidArgumentError(absl::StrCat("message of ", payload.size(), " bytes to rank ",
+                                                   options_.peer.value(), " exceeds max_frame_bytes (",
+                                                   options_.max_frame_bytes, "); split it or raise the limit"));
+  }
+  FrameHeader header{options_.self, options_.peer, 0, payload.size(), Crc32c(payload.data(), payload.size())};
+  Outgoing out;
+  out.payload_size = payload.size();
+  out.owned = std::move(payload);
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!failure_.ok()) {
+    return absl::UnavailableError(absl::StrCat("link to rank ", options_.peer.value(), " is down: ", failure_.message()));
+  }
+  header.sequence = next_send_sequence_++;
+  EncodeFrameHeader(header, out.header);
+  queue_.push_back(std::move(out));
+  // Written on attach, by the I/O thread, or by a busy direct writer when it is done.
+  if (fd_.load() < 0 || queue_.size() > 1 || writer_busy_) return absl::OkStatus();
+  absl::Status flushed = FlushLocked();  // non-blocking: EPOLLOUT takes over when the socket is full
+  if (!flushed.ok() && failure_.ok()) failure_ = flushed;
+  return flushed;
+}
+
 absl::Status TcpLink::SendIdleLocked(FrameHeader header, absl::string_view payload) {
   // Nothing queued: write straight from the caller's bytes; copy only what the socket leaves.
   header.payload_checksum = Crc32c(payload.data(), payload.size());
@@ -231,7 +255,7 @@ absl::Status TcpLink::FlushLocked() {
       }
       const size_t payload_done = it->written > kFrameHeaderBytes ? it->written - kFrameHeaderBytes : 0;
       if (payload_done < it->payload_size) {
-        iov[count++] = {it->payload.get() + payload_done, it->payload_size - payload_done};
+        iov[count++] = {const_cast<char*>(it->bytes()) + payload_done, it->payload_size - payload_done};
       }
     }
     msghdr message{};

@@ -9,7 +9,9 @@
 //   RETURN_IF_ERROR(link.OnReadable(staging, [](Rank from, ReceivedPayload* p) {...}));
 //   RETURN_IF_ERROR(link.OnWritable());
 //
-// Sending: a large payload (>= kDirectSendBytes) sent from a thread other than the I/O thread
+// Sending (SendOwned): the caller's string is queued as is (no copy); if nothing else is queued
+// the caller writes what the socket takes at once, the I/O thread the rest.
+// Sending (Send): a large payload (>= kDirectSendBytes) sent from a thread other than the I/O thread
 // while nothing is queued is written from the caller's bytes, the caller waiting for the socket
 // (no copy; meanwhile other sends on the link queue behind it). Otherwise, when nothing is
 // queued, Send writes at once from the caller's bytes and copies only what the socket does not
@@ -81,6 +83,10 @@ class TcpLink {
   // copied into the queue at most once. InvalidArgument over max_frame_bytes; Unavailable once
   // the link failed.
   absl::Status Send(absl::string_view payload, bool may_block);
+  // Sends one frame carrying `payload`, taking the string: never waits, never copies. On an
+  // attached link with nothing queued it writes what the socket takes at once (from the
+  // caller's thread) and queues the rest; the I/O thread writes it on EPOLLOUT. Errors as Send.
+  absl::Status SendOwned(std::string payload);
   // The link is up: takes the (non-blocking) socket, registers it with epoll and starts writing.
   absl::Status Attach(ScopedFd socket);
   bool attached() const { return fd_.load() >= 0; }
@@ -98,9 +104,11 @@ class TcpLink {
   struct Outgoing {
     char header[kFrameHeaderBytes];
     std::unique_ptr<char[]> payload;
+    std::string owned;  // SendOwned's payload (then `payload` is null)
     size_t payload_size = 0;
     size_t payload_capacity = 0;
     size_t written = 0;  // of header + payload
+    const char* bytes() const { return payload != nullptr ? payload.get() : owned.data(); }
   };
   struct SpareBuffer {
     std::unique_ptr<char[]> data;

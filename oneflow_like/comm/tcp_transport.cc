@@ -137,6 +137,13 @@ absl::Status TcpTransport::Send(Rank to, absl::string_view payload) {
   return absl::OkStatus();
 }
 
+absl::Status TcpTransport::SendOwned(Rank to, std::string payload) {
+  if (to.value() < 0 || to.value() >= options_.world_size || to.value() == options_.rank) {
+    return Send(to, payload);  // errors and self-sends as Send
+  }
+  return links_[to.value()]->SendOwned(std::move(payload));
+}
+
 absl::Status TcpTransport::Connect(const std::vector<std::string>& endpoints) {
   {
     std::lock_guard<std::mutex> lock(mu_);

@@ -25,6 +25,9 @@
 // payload once into the link's queue (unbounded: the caller bounds what is in flight). Send
 // from the I/O thread (inside a receiver or error handler) never waits. The I/O thread always
 // keeps reading, so two ranks sending large messages to each other cannot deadlock.
+// SendOwned (what the actor runtime uses) never waits and never copies: on an idle link it
+// writes what the socket takes at once and queues the rest of the caller's string as is; the
+// I/O thread writes it on EPOLLOUT.
 // Errors: Listen/Connect with bad options or endpoints are InvalidArgument; a peer refusing our
 // hello is Unavailable; Connect past connect_timeout_ms is DeadlineExceeded naming the ranks
 // still missing. An incoming connection with garbage bytes, a wrong token, a wrong world size, a
@@ -91,6 +94,7 @@ class TcpTransport : public Transport {
   int32_t world_size() const override { return options_.world_size; }
   void SetReceiver(Receiver receiver) override;
   absl::Status Send(Rank to, absl::string_view payload) override;
+  absl::Status SendOwned(Rank to, std::string payload) override;
 
   // Wire bytes (frame headers + payloads) written to / read from peer links; self-sends and
   // hellos are not counted.

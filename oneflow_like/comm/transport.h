@@ -50,6 +50,10 @@ class Transport {
   // Sends `payload` to rank `to` (which may be this rank). Returns once the message is handed
   // to the link (for the loopback: delivered).
   virtual absl::Status Send(Rank to, absl::string_view payload) = 0;
+  // As Send, but the transport takes the bytes: it may keep them queued and return before
+  // they are written, so the caller never waits for the peer to read (TcpTransport does).
+  // Errors found after returning surface like a broken link. Default: Send.
+  virtual absl::Status SendOwned(Rank to, std::string payload) { return Send(to, payload); }
 };
 
 // The wire unit of every transport.

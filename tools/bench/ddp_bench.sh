@@ -7,6 +7,8 @@
 #
 # Usage: tools/bench/ddp_bench.sh [--rounds 3] [--workloads "mlp gpt"]
 #   OLTRAIN=/path/to/oltrain   skip the build and use this binary (else bazel -c opt build)
+#   OLTRAIN_BEFORE=/path       a second oltrain (e.g. built before a change), run in the same
+#                              rotation each round; the summary adds its median and ratio
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 rounds=3
@@ -28,7 +30,7 @@ fi
 export OLRUN_TRAINER="$OLTRAIN" OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 OMP_WAIT_POLICY=PASSIVE
 port() { /usr/bin/python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
 
-ours() {  # $1 = mlp | gpt -> ms per step (median over the timed steps)
+ours() {  # $1 = mlp | gpt [$2 = oltrain binary] -> ms per step (median over the timed steps)
   local flags
   if [ "$1" = mlp ]; then
     flags=(--config configs/mlp.cfg --model=mlp --width=1024 --depth=4 --batch=256 --lr=0.01 --dp=2 --steps=15 --warmup=3)
@@ -36,7 +38,7 @@ ours() {  # $1 = mlp | gpt -> ms per step (median over the timed steps)
     flags=(--config configs/gpt_tiny.cfg --model=gpt --vocab=2048 --seq_len=128 --n_layer=4 --n_embd=256 --n_head=4
            --batch=8 --lr=3e-4 --data=synthetic --dp=2 --steps=12 --warmup=3)
   fi
-  tools/olrun --nproc-per-node 2 --master-addr 127.0.0.1 --master-port "$(port)" "${flags[@]}" 2>&1 \
+  OLRUN_TRAINER="${2:-$OLTRAIN}" tools/olrun --nproc-per-node 2 --master-addr 127.0.0.1 --master-port "$(port)" "${flags[@]}" 2>&1 \
     | sed -n 's/.*RESULT median_ms_per_step=\([0-9.]*\).*/\1/p'
 }
 ddp() {
@@ -45,12 +47,16 @@ ddp() {
 }
 median() { sort -g | awk '{v[NR]=$1} END {print (NR%2 ? v[(NR+1)/2] : (v[NR/2]+v[NR/2+1])/2)}'; }
 
-declare -A ours_ms ddp_ms
+declare -A ours_ms ddp_ms before_ms
 for w in $workloads; do
   for r in $(seq 1 "$rounds"); do
     if [ $((r % 2)) -eq 1 ]; then a=$(ours "$w"); b=$(ddp "$w"); else b=$(ddp "$w"); a=$(ours "$w"); fi
     [ -n "$a" ] && [ -n "$b" ] || { echo "ddp_bench: a run printed no result (ours '$a', ddp '$b')" >&2; exit 1; }
-    echo "round $r $w: oneflow_like ${a} ms/step   torch DDP gloo ${b} ms/step"
+    extra=""
+    if [ -n "${OLTRAIN_BEFORE:-}" ]; then
+      c=$(ours "$w" "$OLTRAIN_BEFORE"); before_ms[$w]+="$c "; extra="   before ${c} ms/step"
+    fi
+    echo "round $r $w: oneflow_like ${a} ms/step   torch DDP gloo ${b} ms/step${extra}"
     ours_ms[$w]+="$a "; ddp_ms[$w]+="$b "
   done
 done
@@ -59,4 +65,8 @@ for w in $workloads; do
   a=$(tr ' ' '\n' <<<"${ours_ms[$w]}" | grep . | median)
   b=$(tr ' ' '\n' <<<"${ddp_ms[$w]}" | grep . | median)
   printf '%-4s oneflow_like %8.2f ms   torch DDP %8.2f ms   ratio %.2f\n' "$w" "$a" "$b" "$(awk -v a="$a" -v b="$b" 'BEGIN {print a / b}')"
+  if [ -n "${OLTRAIN_BEFORE:-}" ]; then
+    c=$(tr ' ' '\n' <<<"${before_ms[$w]}" | grep . | median)
+    printf '%-4s before       %8.2f ms   torch DDP %8.2f ms   ratio %.2f  (OLTRAIN_BEFORE)\n' "$w" "$c" "$b" "$(awk -v a="$c" -v b="$b" 'BEGIN {print a / b}')"
+  fi
 done
