@@ -197,7 +197,9 @@ void Runtime::SendRemoteFrom(int32_t tid, Rank to, const RemoteMessage& message)
   const int64_t begin = NowMicros();
   // Handed over (not copied again): a TCP link queues it and writes what the socket does not
   // take at once from its I/O thread, so this thread never waits for the peer to read.
-  absl::Status status = env_.transport->SendOwned(to, EncodeRemoteMessage(message));
+  std::string wire = env_.transport->TakeBuffer(static_cast<size_t>(message.payload_size()) + 64);
+  EncodeRemoteMessageInto(message, &wire);
+  absl::Status status = env_.transport->SendOwned(to, std::move(wire));
   if (env_.record_timeline) {
     TimelineEvent event;
     event.kind = TimelineEvent::kSend;

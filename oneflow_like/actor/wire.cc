@@ -16,15 +16,20 @@ constexpr size_t kHeaderBytes = 1 + 8 + 4 + 8 + 8;
 
 std::string EncodeRemoteMessage(const RemoteMessage& message) {
   std::string out;
-  out.reserve(kHeaderBytes + static_cast<size_t>(message.payload_size()));
-  AppendFixed<uint8_t>(&out, static_cast<uint8_t>(message.kind));
-  AppendFixed<int64_t>(&out, message.register_id.value());
-  AppendFixed<int32_t>(&out, message.buffer);
-  AppendFixed<int64_t>(&out, message.source_task.value());
-  AppendFixed<int64_t>(&out, message.destination_task.value());
-  out.append(message.payload);
-  for (absl::string_view part : message.payload_parts) out.append(part.data(), part.size());
+  EncodeRemoteMessageInto(message, &out);
   return out;
+}
+
+void EncodeRemoteMessageInto(const RemoteMessage& message, std::string* out) {
+  out->clear();
+  out->reserve(kHeaderBytes + static_cast<size_t>(message.payload_size()));
+  AppendFixed<uint8_t>(out, static_cast<uint8_t>(message.kind));
+  AppendFixed<int64_t>(out, message.register_id.value());
+  AppendFixed<int32_t>(out, message.buffer);
+  AppendFixed<int64_t>(out, message.source_task.value());
+  AppendFixed<int64_t>(out, message.destination_task.value());
+  out->append(message.payload);
+  for (absl::string_view part : message.payload_parts) out->append(part.data(), part.size());
 }
 
 absl::StatusOr<RemoteMessage> DecodeRemoteMessage(absl::string_view bytes) {

@@ -46,6 +46,8 @@ struct RemoteMessage {
 };
 
 std::string EncodeRemoteMessage(const RemoteMessage& message);
+// The same bytes, written into `*out` (cleared first; its capacity is reused).
+void EncodeRemoteMessageInto(const RemoteMessage& message, std::string* out);
 // InvalidArgument for truncated bytes, an unknown kind or a negative buffer/id.
 absl::StatusOr<RemoteMessage> DecodeRemoteMessage(absl::string_view bytes);
 // As DecodeRemoteMessage, but the payload is not copied: the result's `payload` stays empty and

@@ -97,6 +97,36 @@ absl::Status TcpLink::Send(absl::string_view payload, bool may_block) {
   return flushed;
 }
 
+std::string SparePayloads::Take(size_t bytes) {
+  if (bytes >= kMinBytes) {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (size_t i = 0; i < spares_.size(); ++i) {
+      if (spares_[i].capacity() >= bytes && spares_[i].capacity() <= 2 * bytes) {
+        std::string spare = std::move(spares_[i]);
+        spares_.erase(spares_.begin() + static_cast<std::ptrdiff_t>(i));
+        bytes_ -= spare.capacity();
+        return spare;
+      }
+    }
+  }
+  std::string fresh;
+  fresh.reserve(bytes);
+  return fresh;
+}
+
+void SparePayloads::Put(std::string written) {
+  const size_t capacity = written.capacity();
+  if (capacity < kMinBytes || capacity > kMaxBytes) return;
+  written.clear();  // keeps the capacity
+  std::lock_guard<std::mutex> lock(mu_);
+  while (!spares_.empty() && (spares_.size() >= kMaxBuffers || bytes_ + capacity > kMaxBytes)) {
+    bytes_ -= spares_.front().capacity();  // drop the oldest
+    spares_.erase(spares_.begin());
+  }
+  bytes_ += capacity;
+  spares_.push_back(std::move(written));
+}
+
 absl::Status TcpLink::SendOwned(std::string payload) {
   if (static_cast<int64_t>(payload.size()) > options_.max_frame_bytes) {
     return absl::InvalidArgumentError(absl::StrCat("message of ", payload.size(), " bytes to rank ",
@@ -280,6 +310,7 @@ absl::Status TcpLink::FlushLocked() {
       left -= take;
       if (front.written == total) {
         RecycleLocked(front);
+        if (options_.spares != nullptr && front.payload == nullptr) options_.spares->Put(std::move(front.owned));
         queue_.pop_front();
       }
     }

@@ -77,7 +77,7 @@ absl::Status TcpTransport::Start() {
       continue;
     }
     TcpLinkOptions link{Rank(options_.rank), Rank(r),  options_.max_frame_bytes, epoll_.get(),
-                        kLinkTag | static_cast<uint64_t>(r), &bytes_sent_, &bytes_received_};
+                        kLinkTag | static_cast<uint64_t>(r), &bytes_sent_, &bytes_received_, &spares_};
     links_.push_back(std::make_unique<TcpLink>(link));
   }
   io_thread_ = std::thread([this] { Run(); });

@@ -95,6 +95,7 @@ class TcpTransport : public Transport {
   void SetReceiver(Receiver receiver) override;
   absl::Status Send(Rank to, absl::string_view payload) override;
   absl::Status SendOwned(Rank to, std::string payload) override;
+  std::string TakeBuffer(size_t bytes) override { return spares_.Take(bytes); }
 
   // Wire bytes (frame headers + payloads) written to / read from peer links; self-sends and
   // hellos are not counted.
@@ -137,6 +138,7 @@ class TcpTransport : public Transport {
   std::atomic<int64_t> bytes_sent_{0};
   std::atomic<int64_t> bytes_received_{0};
   std::atomic<int64_t> refused_connections_{0};
+  SparePayloads spares_;                         // before links_: outlives them
   std::vector<std::unique_ptr<TcpLink>> links_;  // [rank]; null for this rank
 
   std::mutex mu_;

@@ -293,6 +293,36 @@ TEST(TcpTransportTest, SendOwnedInterleavedWithSendKeepsOrderAndNeverWaits) {
   EXPECT_EQ(world[0]->SendOwned(Rank(7), "x").code(), absl::StatusCode::kInvalidArgument);
 }
 
+TEST(SparePayloadsTest, ReusesLargeBuffersWithinBounds) {
+  SparePayloads spares;
+  std::string a = spares.Take(3 << 20);
+  EXPECT_GE(a.capacity(), size_t{3} << 20);
+  EXPECT_TRUE(a.empty());
+  a.assign(3 << 20, 'a');
+  const char* a_bytes = a.data();
+  spares.Put(std::move(a));
+  std::string again = spares.Take(2 << 20);  // fits (capacity <= 2 x bytes): the same buffer, emptied
+  EXPECT_EQ(again.data(), a_bytes);
+  EXPECT_TRUE(again.empty());
+  spares.Put(std::move(again));
+  EXPECT_NE(spares.Take(1 << 20).data(), a_bytes);  // 3 MiB is more than 2 x 1 MiB: not handed out
+  std::string small = spares.Take(100);
+  small.assign(100, 's');
+  spares.Put(std::move(small));                     // too small to keep
+  EXPECT_GE(spares.Take(100).capacity(), 100u);
+  SparePayloads bounded;  // at most kMaxBuffers kept, told apart from fresh ones by capacity
+  const size_t base = size_t{2} << 20;
+  for (int i = 1; i <= 6; ++i) {
+    std::string buffer;
+    buffer.reserve(base + 4096 * i);
+    buffer.assign(base, 'x');
+    bounded.Put(std::move(buffer));
+  }
+  int reused = 0;
+  for (int i = 0; i < 6; ++i) reused += bounded.Take(base).capacity() > base ? 1 : 0;
+  EXPECT_EQ(reused, static_cast<int>(SparePayloads::kMaxBuffers));
+}
+
 TEST(TcpTransportTest, SelfSendAndMessagesBeforeTheReceiverAreDeliveredInOrder) {
   Inbox inbox;
   auto world = ListenAll(2);

@@ -54,6 +54,13 @@ class Transport {
   // they are written, so the caller never waits for the peer to read (TcpTransport does).
   // Errors found after returning surface like a broken link. Default: Send.
   virtual absl::Status SendOwned(Rank to, std::string payload) { return Send(to, payload); }
+  // An empty string with capacity >= `bytes` to build a SendOwned payload in; a transport may
+  // hand out the buffers of payloads it finished writing (no page faults on large ones).
+  virtual std::string TakeBuffer(size_t bytes) {
+    std::string buffer;
+    buffer.reserve(bytes);
+    return buffer;
+  }
 };
 
 // The wire unit of every transport.
