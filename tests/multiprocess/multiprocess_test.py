@@ -5,8 +5,10 @@ losses) and the 1-rank run (to float tolerance); a rank killed mid-step or mid-r
 the job with a message naming it, within the heartbeat timeout, leaving no process behind;
 resume after a crash continues the loss curve of an uninterrupted run exactly, also under
 another layout (resharding) to tolerance; garbage and wrong tokens sent to the master port do
-not disturb a running job; a layout that does not fit the world is refused.
+not disturb a running job; a layout that does not fit the world is refused; --timeline under
+olrun writes one trace per rank whose cross-rank flows match.
 """
+import json
 import os
 import re
 import shutil
@@ -71,12 +73,13 @@ def no_stray_trainers(marker):
     return [line for line in ps.splitlines() if "oltrain" in line and marker in line]
 
 
-def test_two_and_four_processes_equal_the_in_process_runs():
+def test_two_and_four_processes_equal_the_in_process_runs(tmp_path):
     steps = ["--steps=4"]
     one = run_local(steps)
     local_dp2 = run_local(steps + ["--dp=2"])
     local_2d = run_local(steps + ["--dp=2", "--tp=2", "--micro_batches=2"])
-    _, out2, _ = olrun(2, steps + ["--dp=2"])
+    timeline = tmp_path / "timeline"
+    _, out2, _ = olrun(2, steps + ["--dp=2", "--timeline=%s" % timeline])
     _, out4, _ = olrun(4, steps + ["--dp=2", "--tp=2", "--micro_batches=2"])
     two, four = losses(out2), losses(out4)
     assert sorted(two) == [0, 1, 2, 3], out2
@@ -87,6 +90,17 @@ def test_two_and_four_processes_equal_the_in_process_runs():
         assert close(two[s], one[s]) and close(four[s], one[s]), (s, one, two, four)
     assert float(one[3]) < float(one[0])
     assert "TCP transport" in out4
+    # --timeline under olrun: one Chrome trace per rank, with the rank's acts and its sends to
+    # the other rank (flow starts) matched by receives there (flow ends).
+    flows = {}
+    for rank in (0, 1):
+        path = timeline / ("timeline.rank%d.json" % rank)
+        assert path.exists(), out2
+        events = json.load(open(path))["traceEvents"]
+        assert any(e["ph"] == "X" and e.get("cat") == "COMPUTE" and e["pid"] == rank for e in events)
+        flows[rank] = {(e["ph"], e["id"]) for e in events if e["ph"] in ("s", "f")}
+    sent = {i for ph, i in flows[0] if ph == "s"}
+    assert sent and sent <= {i for ph, i in flows[1] if ph == "f"}
 
 
 def test_rank_killed_mid_step_ends_the_job_naming_it():
