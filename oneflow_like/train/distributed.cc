@@ -10,6 +10,7 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "oneflow_like/comm/ibverbs_rendezvous.h"
 #include "oneflow_like/core/status.h"
 #include "oneflow_like/train/fault_injection.h"
 
@@ -70,6 +71,13 @@ absl::StatusOr<DistributedEnv> DistributedEnvFromEnviron() {
   }
   ASSIGN_OR_RETURN(env.heartbeat_timeout_ms, Integer("OL_HEARTBEAT_TIMEOUT_MS", false, 5000, 100, 3600000));
   ASSIGN_OR_RETURN(env.connect_timeout_ms, Integer("OL_CONNECT_TIMEOUT_MS", false, 60000, 100, 3600000));
+  ASSIGN_OR_RETURN(std::string transport, Variable("OL_TRANSPORT", false));
+  if (!transport.empty()) env.transport = transport;
+  if (env.transport != "tcp" && env.transport != "ibverbs") {
+    return absl::InvalidArgumentError(
+        absl::StrCat("environment variable OL_TRANSPORT='", env.transport, "': expected tcp or ibverbs"));
+  }
+  ASSIGN_OR_RETURN(env.ib_device, Variable("OL_IB_DEVICE", false));
   char host[256] = {0};
   if (gethostname(host, sizeof(host) - 1) != 0) host[0] = '\0';
   env.host = host[0] != '\0' ? host : "unknown-host";
@@ -101,28 +109,60 @@ absl::StatusOr<std::unique_ptr<DistributedContext>> DistributedContext::Create(c
   ctx->client_->SetFailureHandler([raw](const absl::Status& status) { raw->OnFailure(status); });
   MaybeInjectFault("rendezvous", env.rank);
 
+  RETURN_IF_ERROR(env.transport == "ibverbs" ? ctx->ConnectIbverbs() : ctx->ConnectTcp());
+  return ctx;
+}
+
+absl::Status DistributedContext::ConnectTcp() {
   comm::TcpTransportOptions data;
-  data.rank = env.rank;
-  data.world_size = env.world_size;
-  data.bind_address = env.bind_address;
-  data.job_token = env.job_token;
-  data.connect_timeout_ms = env.connect_timeout_ms;
-  ASSIGN_OR_RETURN(ctx->transport_, comm::TcpTransport::Listen(data));
-  ctx->transport_->SetErrorHandler([raw](const absl::Status& status) {
-    if (!raw->finished_) raw->OnFailure(status);
+  data.rank = env_.rank;
+  data.world_size = env_.world_size;
+  data.bind_address = env_.bind_address;
+  data.job_token = env_.job_token;
+  data.connect_timeout_ms = env_.connect_timeout_ms;
+  ASSIGN_OR_RETURN(std::unique_ptr<comm::TcpTransport> tcp, comm::TcpTransport::Listen(data));
+  comm::TcpTransport* raw_tcp = tcp.get();
+  transport_ = std::move(tcp);
+  raw_tcp->SetErrorHandler([this](const absl::Status& status) {
+    if (!finished_) OnFailure(status);
   });
-  RETURN_IF_ERROR(ctx->client_->Set(absl::StrCat("data_endpoint/", env.rank), ctx->transport_->endpoint()));
-  std::vector<std::string> endpoints(env.world_size);
-  for (int32_t r = 0; r < env.world_size; ++r) {
-    absl::StatusOr<std::string> endpoint = ctx->client_->Get(absl::StrCat("data_endpoint/", r), env.connect_timeout_ms);
+  RETURN_IF_ERROR(client_->Set(absl::StrCat("data_endpoint/", env_.rank), raw_tcp->endpoint()));
+  std::vector<std::string> endpoints(env_.world_size);
+  for (int32_t r = 0; r < env_.world_size; ++r) {
+    absl::StatusOr<std::string> endpoint = client_->Get(absl::StrCat("data_endpoint/", r), env_.connect_timeout_ms);
     if (!endpoint.ok()) {
       return absl::Status(endpoint.status().code(), absl::StrCat("rendezvous: waiting for the data endpoint of rank ",
                                                                  r, ": ", endpoint.status().message()));
     }
     endpoints[r] = *endpoint;
   }
-  RETURN_IF_ERROR(ctx->transport_->Connect(endpoints));
-  return ctx;
+  return raw_tcp->Connect(endpoints);
+}
+
+absl::Status DistributedContext::ConnectIbverbs() {
+  comm::IbverbsTransportOptions data;
+  data.rank = env_.rank;
+  data.world_size = env_.world_size;
+  data.device_name = env_.ib_device;
+  data.connect_timeout_ms = env_.connect_timeout_ms;
+  absl::StatusOr<std::unique_ptr<comm::IbverbsTransport>> opened = comm::IbverbsTransport::Open(data);
+  if (!opened.ok()) {
+    return absl::Status(opened.status().code(),
+                        absl::StrCat("OL_TRANSPORT=ibverbs: ", opened.status().message()));
+  }
+  comm::IbverbsTransport* rdma = opened->get();
+  transport_ = *std::move(opened);
+  rdma->SetErrorHandler([this](const absl::Status& status) {
+    if (!finished_) OnFailure(status);
+  });
+  // The runtime installs its receiver later; nothing may arrive before that (every rank holds a
+  // barrier after creating its runtime), so anything that does is a protocol failure.
+  const int32_t rank = env_.rank;
+  rdma->SetReceiver([this, rank](Rank from, absl::string_view) {
+    OnFailure(absl::InternalError(absl::StrCat("rank ", rank, " received a data message from rank ", from.value(),
+                                               " before its runtime existed")));
+  });
+  return comm::ConnectIbverbsThroughControlPlane(rdma, client_.get(), env_.connect_timeout_ms);
 }
 
 DistributedContext::~DistributedContext() {

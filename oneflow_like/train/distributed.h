@@ -1,7 +1,8 @@
 // DistributedContext: what one process of a multi-process job needs to run its rank of a Plan:
 // the environment set by the launcher (olrun, or torchrun-style variables), the control plane
-// (rank 0 hosts the server: rendezvous, key-value store, barriers, heartbeats), and the TCP data
-// transport connected to every peer.
+// (rank 0 hosts the server: rendezvous, key-value store, barriers, heartbeats), and the data
+// transport connected to every peer: TCP (default) or, with OL_TRANSPORT=ibverbs, RDMA
+// (comm/ibverbs_transport.h; its queue-pair endpoints are exchanged through the key-value store).
 //
 //   ASSIGN_OR_RETURN(DistributedEnv env, DistributedEnvFromEnviron());   // RANK, WORLD_SIZE, ...
 //   ASSIGN_OR_RETURN(std::unique_ptr<DistributedContext> ctx, DistributedContext::Create(env));
@@ -29,6 +30,7 @@
 #include "oneflow_like/comm/control_client.h"
 #include "oneflow_like/comm/control_server.h"
 #include "oneflow_like/comm/tcp_transport.h"
+#include "oneflow_like/comm/transport.h"
 #include "oneflow_like/core/proto/plan.pb.h"
 
 namespace oneflow_like {
@@ -46,6 +48,8 @@ struct DistributedEnv {
   std::string bind_address;
   int64_t heartbeat_timeout_ms = 5000;  // OL_HEARTBEAT_TIMEOUT_MS
   int64_t connect_timeout_ms = 60000;   // OL_CONNECT_TIMEOUT_MS: rendezvous and link set-up
+  std::string transport = "tcp";        // OL_TRANSPORT: tcp | ibverbs
+  std::string ib_device;                // OL_IB_DEVICE: RDMA device name ("" = the first one)
   std::string host;                     // gethostname()
 };
 
@@ -63,7 +67,7 @@ class DistributedContext {
   int32_t rank() const { return env_.rank; }
   int32_t world_size() const { return env_.world_size; }
   comm::ControlClient* control() const { return client_.get(); }
-  comm::TcpTransport* transport() const { return transport_.get(); }
+  comm::Transport* transport() const { return transport_.get(); }
 
   // Every rank publishes the plan's content hash; each compares with rank 0's.
   // FailedPrecondition naming both hashes when they differ.
@@ -80,11 +84,13 @@ class DistributedContext {
  private:
   DistributedContext() = default;
   void OnFailure(const absl::Status& status);
+  absl::Status ConnectTcp();
+  absl::Status ConnectIbverbs();
 
   DistributedEnv env_;
   std::unique_ptr<comm::ControlServer> server_;  // rank 0 only
   std::unique_ptr<comm::ControlClient> client_;
-  std::unique_ptr<comm::TcpTransport> transport_;
+  std::unique_ptr<comm::Transport> transport_;
   mutable std::mutex mu_;
   absl::Status failure_;
   std::atomic<bool> finished_{false};

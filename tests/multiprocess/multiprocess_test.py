@@ -6,7 +6,8 @@ the job with a message naming it, within the heartbeat timeout, leaving no proce
 resume after a crash continues the loss curve of an uninterrupted run exactly, also under
 another layout (resharding) to tolerance; garbage and wrong tokens sent to the master port do
 not disturb a running job; a layout that does not fit the world is refused; --timeline under
-olrun writes one trace per rank whose cross-rank flows match.
+olrun writes one trace per rank whose cross-rank flows match; OL_TRANSPORT is validated, and
+the RDMA transport without a device fails the job with a clear message.
 """
 import json
 import os
@@ -175,6 +176,18 @@ def test_layout_that_does_not_fit_the_world_is_refused():
     code, out, _ = olrun(2, ["--steps=2", "--dp=4"], expect_ok=False)
     assert code != 0
     assert "needs 4 ranks, but WORLD_SIZE is 2" in out, out
+
+
+def test_transport_choice_is_validated_and_rdma_without_a_device_fails_clearly():
+    code, out, _ = olrun(2, ["--steps=2", "--dp=2"], env_extra={"OL_TRANSPORT": "bogus"}, expect_ok=False)
+    assert code != 0
+    assert "OL_TRANSPORT='bogus': expected tcp or ibverbs" in out, out
+    if os.path.isdir("/sys/class/infiniband") and os.listdir("/sys/class/infiniband"):
+        pytest.skip("this machine has an RDMA device: the no-device path cannot be shown here")
+    code, out, seconds = olrun(2, ["--steps=2", "--dp=2"], env_extra={"OL_TRANSPORT": "ibverbs"}, expect_ok=False)
+    assert code != 0
+    assert "OL_TRANSPORT=ibverbs: no RDMA device found" in out, out
+    assert "job FAILED" in out and seconds < 60, out
 
 
 if __name__ == "__main__":
