@@ -98,7 +98,10 @@ std::vector<InPlaceUpdate> FindInPlaceUpdates(const RankPlanProto& rank_plan,
                             o.inputs(in).register_id() == t.variable_register &&
                             o.inputs(in).slot() == t.variable_slot);
       }
-      ok = ok && k >= 0 && paired;
+      // O holds RH through exactly one port (so "only O holds it" is a count of 1).
+      const int64_t ports = std::count(o.consumed_register_ids().begin(), o.consumed_register_ids().end(),
+                                       t.variable_register);
+      ok = ok && k >= 0 && paired && ports == 1;
       if (!ok) break;
     }
     if (!ok) continue;

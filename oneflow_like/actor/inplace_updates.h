@@ -12,8 +12,9 @@
 //   2. every consumer of RU is a variable holder on this rank whose only consumed register is
 //      RU, each reading a different slot, and every slot of RU is read by one of them;
 //   3. for each such slot s (O's payload output k), O's op has an in-place pair (k, i) and O's
-//      payload input i is exactly the variable's slot of RH (same dtype and shape), and RH has
-//      count 1; all the RH live in one memory block (the persistent block).
+//      payload input i is exactly the variable's slot of RH (same dtype and shape), O consumes
+//      RH through one port only, and RH has count 1; all the RH live in one memory block (the
+//      persistent block).
 // Ordering: O then fires only once every other reader of each RH returned it this step (the
 // holder wakes O when that happens; see Actor::AddInPlaceTarget), so no reader sees a half-
 // updated variable, and the holder's copy becomes a no-op (CopyTensorData skips same bytes).

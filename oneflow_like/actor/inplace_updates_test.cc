@@ -132,6 +132,19 @@ TEST(InPlaceUpdatesTest, RejectsUpdatesTheRulesDoNotAllow) {
     }
     EXPECT_TRUE(FindInPlaceUpdates(*rank, Registers(*rank), *registry).empty());
   }
+  {  // The optimizer consumes the variable's register twice: nothing (it could never be the
+     // only holder).
+    PlanProto plan = SgdPlan();
+    RankPlanProto* rank = plan.mutable_rank_plans(0);
+    int64_t w = 0;
+    for (const RegisterProto& r : rank->registers()) {
+      if (r.name() == "w") w = r.id();
+    }
+    for (TaskProto& t : *rank->mutable_tasks()) {
+      if (t.name() == "w.sgd_update") t.add_consumed_register_ids(w);
+    }
+    EXPECT_TRUE(FindInPlaceUpdates(*rank, Registers(*rank), *registry).empty());
+  }
   {  // The optimizer reads a different register than the variable's: nothing.
     PlanProto plan = SgdPlan();
     RankPlanProto* rank = plan.mutable_rank_plans(0);
