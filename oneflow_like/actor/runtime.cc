@@ -197,9 +197,18 @@ void Runtime::SendRemoteFrom(int32_t tid, Rank to, const RemoteMessage& message)
   const int64_t begin = NowMicros();
   // Handed over (not copied again): a TCP link queues it and writes what the socket does not
   // take at once from its I/O thread, so this thread never waits for the peer to read.
-  std::string wire = env_.transport->TakeBuffer(static_cast<size_t>(message.payload_size()) + 64);
-  EncodeRemoteMessageInto(message, &wire);
-  absl::Status status = env_.transport->SendOwned(to, std::move(wire));
+  absl::Status status;
+  if (message.kind == RemoteKind::kReady && message.payload.empty() && message.payload_parts.size() == 1) {
+    // One slot of a planned (registered) register: its bytes stay put until the consumer returns
+    // the buffer, so an RDMA transport lets the consumer read them in place (SendRegistered).
+    RemoteMessage header = message;
+    header.payload_parts.clear();
+    status = env_.transport->SendRegistered(to, EncodeRemoteMessage(header), message.payload_parts[0]);
+  } else {
+    std::string wire = env_.transport->TakeBuffer(static_cast<size_t>(message.payload_size()) + 64);
+    EncodeRemoteMessageInto(message, &wire);
+    status = env_.transport->SendOwned(to, std::move(wire));
+  }
   if (env_.record_timeline) {
     TimelineEvent event;
     event.kind = TimelineEvent::kSend;

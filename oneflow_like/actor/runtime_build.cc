@@ -60,6 +60,14 @@ absl::Status Runtime::Build(const PlanProto& plan, const RankPlanProto& rank_pla
     if (data == nullptr) return absl::ResourceExhaustedError(absl::StrCat("cannot allocate memory block ", block.id()));
     std::memset(data, 0, block.size_bytes());
     block_by_id_[block.id()] = data;
+    if (env_.transport != nullptr) {  // RDMA transports let peers read registers from here
+      absl::Status registered = env_.transport->RegisterMemory(data, static_cast<size_t>(block.size_bytes()));
+      if (!registered.ok()) {
+        return absl::Status(registered.code(), absl::StrCat("registering memory block ", block.id(), " (",
+                                                            block.size_bytes(), " bytes) with the transport: ",
+                                                            registered.message()));
+      }
+    }
   }
   std::map<int64_t, int64_t> block_size;
   for (const MemoryBlockProto& block : rank_plan.memory_blocks()) block_size[block.id()] = block.size_bytes();

@@ -2,7 +2,8 @@
 // so its definitions win over libibverbs') into ibverbs_transport_fake_test only. It lets the
 // transport's data path, credits, completion thread and error paths run on machines without an
 // RDMA device. It is a test double, not an emulator: one device "fake0", one active port, RC QPs
-// of this process addressed by qp_num, and only RDMA WRITE WITH IMMEDIATE. A write is performed
+// of this process addressed by qp_num, RDMA WRITE WITH IMMEDIATE and RDMA READ (performed at
+// once from memory registered with REMOTE_READ, bounds-checked; else a remote access error). A write is performed
 // when the destination QP is at least RTR and has a posted receive (until then it waits in order,
 // like an RC retry/RNR wait): the bytes are copied into the registered memory named by the rkey
 // (checked against bounds and REMOTE_WRITE access), a receive completion with the immediate goes
@@ -45,7 +46,8 @@ struct State {
   std::mutex mu;
   ibv_device device{};
   std::map<uint32_t, FakeQp*> qps;  // by qp_num
-  std::map<uint32_t, ibv_mr*> mrs;  // by key (lkey == rkey)
+  std::map<uint32_t, ibv_mr*> mrs;       // remote-writable, by key (lkey == rkey)
+  std::map<uint32_t, ibv_mr*> readable;  // remote-readable, by key
   uint32_t next_qp_num = 0x100, next_key = 0x1000;
 };
 State& state() {
@@ -113,7 +115,8 @@ int PollCq(ibv_cq* cq, int n, ibv_wc* out) {
     out[count] = fake->completions.front();
     fake->completions.pop_front();
     auto qp = state().qps.find(out[count].qp_num);
-    if (out[count].opcode == IBV_WC_RDMA_WRITE && qp != state().qps.end()) --qp->second->sends_in_flight;
+    const bool send = out[count].opcode == IBV_WC_RDMA_WRITE || out[count].opcode == IBV_WC_RDMA_READ;
+    if (send && qp != state().qps.end()) --qp->second->sends_in_flight;
   }
   return count;
 }
@@ -129,9 +132,29 @@ int PostSend(ibv_qp* qp, ibv_send_wr* wr, ibv_send_wr** bad) {
   FakeQp* source = reinterpret_cast<FakeQp*>(qp);
   for (; wr != nullptr; wr = wr->next) {
     *bad = wr;
-    if (qp->state != IBV_QPS_RTS || wr->opcode != IBV_WR_RDMA_WRITE_WITH_IMM || wr->num_sge > 1) return EINVAL;
+    const bool read = wr->opcode == IBV_WR_RDMA_READ;
+    if (qp->state != IBV_QPS_RTS || (wr->opcode != IBV_WR_RDMA_WRITE_WITH_IMM && !read) || wr->num_sge > 1 ||
+        (read && wr->num_sge != 1))
+      return EINVAL;
     if (source->sends_in_flight >= source->max_send) return ENOMEM;  // the send queue is full
     ++source->sends_in_flight;
+    if (read) {  // performed at once: reads need no receive at the target
+      ibv_wc done{};
+      done.wr_id = wr->wr_id;
+      done.opcode = IBV_WC_RDMA_READ;
+      done.qp_num = qp->qp_num;
+      auto mr = state().readable.find(wr->wr.rdma.rkey);
+      const ibv_sge& sge = wr->sg_list[0];
+      const bool ok = state().qps.count(source->dest_qp_num) > 0 && mr != state().readable.end() &&
+                      wr->wr.rdma.remote_addr >= reinterpret_cast<uint64_t>(mr->second->addr) &&
+                      wr->wr.rdma.remote_addr + sge.length <=
+                          reinterpret_cast<uint64_t>(mr->second->addr) + mr->second->length;
+      done.status = ok ? IBV_WC_SUCCESS : IBV_WC_REM_ACCESS_ERR;
+      done.byte_len = ok ? sge.length : 0;
+      if (ok) std::memcpy(reinterpret_cast<void*>(sge.addr), reinterpret_cast<void*>(wr->wr.rdma.remote_addr), sge.length);
+      AddCompletion(qp->send_cq, done);
+      continue;
+    }
     auto dest = state().qps.find(source->dest_qp_num);
     if (dest == state().qps.end()) {  // the peer is gone: retries would run out
       ibv_wc failed{};
@@ -246,11 +269,13 @@ ibv_mr* ibv_reg_mr(ibv_pd* pd, void* addr, size_t length, int access) {
   const uint32_t key = state().next_key++;
   ibv_mr* mr = new ibv_mr{pd->context, pd, addr, length, 0, key, key};
   if (access & IBV_ACCESS_REMOTE_WRITE) state().mrs[key] = mr;  // only remote-writable keys are found
+  if (access & IBV_ACCESS_REMOTE_READ) state().readable[key] = mr;
   return mr;
 }
 int ibv_dereg_mr(ibv_mr* mr) {
   std::lock_guard<std::mutex> lock(state().mu);
   state().mrs.erase(mr->rkey);
+  state().readable.erase(mr->rkey);
   delete mr;
   return 0;
 }

@@ -9,19 +9,21 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstring>
+#include <deque>
 #include <new>
 #include <random>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "oneflow_like/comm/crc32c.h"
 
 namespace oneflow_like {
 namespace comm {
 namespace {
 
 // wr_id = peer rank << 8 | kind.
-constexpr uint64_t kReceiveKind = 1, kDataKind = 2, kCreditKind = 3;
+constexpr uint64_t kReceiveKind = 1, kDataKind = 2, kCreditKind = 3, kReadKind = 4;
 constexpr int64_t kMaxRingBytes = 1LL << 30;
 
 absl::Status VerbsError(absl::string_view call, int error_number) {
@@ -53,6 +55,7 @@ absl::Status ValidateIbverbsOptions(const IbverbsTransportOptions& o) {
     return bad(absl::StrCat("max_message_bytes ", o.max_message_bytes, " is not in [1, 2^40]"));
   if (o.connect_timeout_ms < 1)
     return bad(absl::StrCat("connect_timeout_ms ", o.connect_timeout_ms, " must be positive"));
+  if (o.pull_min_bytes < 0) return bad(absl::StrCat("pull_min_bytes ", o.pull_min_bytes, " must be >= 0"));
   return absl::OkStatus();
 }
 
@@ -62,11 +65,23 @@ struct IbverbsTransport::Peer {
         ring(new (std::nothrow) char[ring_bytes]),
         staging(new (std::nothrow) char[ring_bytes]),
         assembler(Rank(r), self, max_message_bytes) {}
+  // A pull in progress (completion thread only; post_pending also read by the poll loop).
+  struct Pull {
+    bool active = false;
+    bool post_pending = false;  // the next READ waits for a free send-queue entry
+    Rank from;
+    IbverbsPullRequest request;
+    std::string message;  // prefix + the bytes read so far
+    uint64_t done = 0;
+    uint32_t chunk = 0;   // bytes of the READ in flight
+  };
   const int32_t rank;
   std::unique_ptr<char[]> ring;     // the peer writes here
   std::unique_ptr<char[]> staging;  // we write to the peer from here (slot i -> its ring slot i)
   std::unique_ptr<ibv_mr, int (*)(ibv_mr*)> ring_region{nullptr, ibv_dereg_mr};
   std::unique_ptr<ibv_mr, int (*)(ibv_mr*)> staging_region{nullptr, ibv_dereg_mr};
+  std::unique_ptr<char[]> landing;  // one slot: where RDMA READs of a pull land
+  std::unique_ptr<ibv_mr, int (*)(ibv_mr*)> landing_region{nullptr, ibv_dereg_mr};
   std::unique_ptr<ibv_qp, int (*)(ibv_qp*)> queue_pair{nullptr, ibv_destroy_qp};
   uint32_t psn = 0;
   IbverbsEndpointInfo remote;  // set by Connect
@@ -86,6 +101,8 @@ struct IbverbsTransport::Peer {
   uint64_t fragments_received = 0;  // next ring slot = fragments_received % slots
   uint32_t credits_to_return = 0;
   FrameAssembler assembler;
+  Pull pull;
+  std::deque<std::pair<int64_t, IbverbsImmediate>> deferred;  // (ring slot, immediate) behind a pull
 };
 
 IbverbsTransport::IbverbsTransport(IbverbsTransportOptions options)
@@ -99,6 +116,7 @@ IbverbsTransport::~IbverbsTransport() {
   stopping_ = true;
   if (poller_.joinable()) poller_.join();
   peers_.clear();  // QPs and MRs before the CQ, PD and context
+  regions_.clear();
 }
 
 absl::StatusOr<std::unique_ptr<IbverbsTransport>> IbverbsTransport::Open(IbverbsTransportOptions options) {
@@ -156,8 +174,9 @@ absl::Status IbverbsTransport::Initialize() {
   if (protection_domain_ == nullptr) return VerbsError("ibv_alloc_pd", errno);
   channel_.reset(ibv_create_comp_channel(context_.get()));
   if (channel_ == nullptr) return VerbsError("ibv_create_comp_channel", errno);
-  // Data writes wait below send_queue_depth_ - 1, so a credit return always finds room.
-  send_queue_depth_ = 2 * options_.slots_per_peer + 2;
+  // Data writes wait below send_queue_depth_ - 2, so a credit return and a pull's READ always
+  // find room.
+  send_queue_depth_ = 2 * options_.slots_per_peer + 3;
   // Unpolled arrivals per peer: <= slots data writes plus <= slots credit returns.
   receive_queue_depth_ = 2 * options_.slots_per_peer + 2;
   const int cq_size = (options_.world_size - 1) * (send_queue_depth_ + receive_queue_depth_) + 1;
@@ -182,6 +201,11 @@ absl::Status IbverbsTransport::Initialize() {
     if (p.ring_region == nullptr) return VerbsError("ibv_reg_mr (receive ring; check ulimit -l)", errno);
     p.staging_region.reset(ibv_reg_mr(protection_domain_.get(), p.staging.get(), ring_bytes, IBV_ACCESS_LOCAL_WRITE));
     if (p.staging_region == nullptr) return VerbsError("ibv_reg_mr (staging; check ulimit -l)", errno);
+    p.landing.reset(new (std::nothrow) char[options_.slot_bytes]);
+    if (p.landing == nullptr) return absl::ResourceExhaustedError("ibverbs: cannot allocate the pull landing buffer");
+    p.landing_region.reset(
+        ibv_reg_mr(protection_domain_.get(), p.landing.get(), options_.slot_bytes, IBV_ACCESS_LOCAL_WRITE));
+    if (p.landing_region == nullptr) return VerbsError("ibv_reg_mr (pull landing; check ulimit -l)", errno);
 
     ibv_qp_init_attr init{};
     init.send_cq = completion_queue_.get();
@@ -197,7 +221,7 @@ absl::Status IbverbsTransport::Initialize() {
     attr.qp_state = IBV_QPS_INIT;
     attr.pkey_index = 0;
     attr.port_num = options_.port_num;
-    attr.qp_access_flags = IBV_ACCESS_REMOTE_WRITE;
+    attr.qp_access_flags = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ;
     if (int error = ibv_modify_qp(p.queue_pair.get(), &attr,
                                   IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS)) {
       return VerbsError("ibv_modify_qp (INIT)", error);
@@ -385,12 +409,16 @@ absl::Status IbverbsTransport::Send(Rank to, absl::string_view payload) {
   Peer& p = *peer(to.value());
   std::lock_guard<std::mutex> message_lock(p.send_mu);
   const std::string frame = EncodeFrame(Frame{rank(), to, p.next_sequence, std::string(payload)});
+  return SendFrameLocked(p, to, frame, /*pull=*/false);
+}
+
+absl::Status IbverbsTransport::SendFrameLocked(Peer& p, Rank to, const std::string& frame, bool pull) {
   if (std::this_thread::get_id() == poller_.get_id()) {
     // A receiver callback: only this thread returns credits, so it must not wait for one. Check
     // that the whole frame fits now (other senders wait on send_mu), so a frame is never cut.
     const int64_t fragments = (static_cast<int64_t>(frame.size()) + options_.slot_bytes - 1) / options_.slot_bytes;
     std::lock_guard<std::mutex> lock(p.mu);
-    if (p.broken.ok() && (p.credits < fragments || p.outstanding_writes + fragments >= send_queue_depth_)) {
+    if (p.broken.ok() && (p.credits < fragments || p.outstanding_writes + fragments + 1 >= send_queue_depth_)) {
       return absl::FailedPreconditionError(absl::StrCat(
           "ibverbs transport: a receiver callback sent ", fragments, " fragment(s) to rank ", to.value(), " but only ",
           p.credits, " slot(s) are free; waiting here would deadlock the completion thread (nothing was sent)"));
@@ -403,7 +431,7 @@ absl::Status IbverbsTransport::Send(Rank to, absl::string_view payload) {
     {
       std::unique_lock<std::mutex> lock(p.mu);
       p.changed.wait(lock, [&] {
-        return !p.broken.ok() || (p.credits > 0 && p.outstanding_writes + 1 < send_queue_depth_);
+        return !p.broken.ok() || (p.credits > 0 && p.outstanding_writes + 2 < send_queue_depth_);
       });
       RETURN_IF_ERROR(p.broken);
       slot = static_cast<int64_t>(p.fragments_sent++ % options_.slots_per_peer);
@@ -411,11 +439,56 @@ absl::Status IbverbsTransport::Send(Rank to, absl::string_view payload) {
       ++p.outstanding_writes;
     }
     std::memcpy(p.staging.get() + slot * options_.slot_bytes, frame.data() + offset, length);
-    RETURN_IF_ERROR(PostWrite(p, kDataKind, slot, length, IbverbsImmediate::Data(length, last)));
+    const uint32_t immediate = pull ? IbverbsImmediate::Pull(length) : IbverbsImmediate::Data(length, last);
+    RETURN_IF_ERROR(PostWrite(p, kDataKind, slot, length, immediate));
     offset += length;
   }
   ++p.next_sequence;
   return absl::OkStatus();
+}
+
+absl::Status IbverbsTransport::RegisterMemory(const char* base, size_t bytes) {
+  if (bytes == 0) return absl::OkStatus();
+  std::unique_ptr<ibv_mr, int (*)(ibv_mr*)> region(
+      ibv_reg_mr(protection_domain_.get(), const_cast<char*>(base), bytes, IBV_ACCESS_REMOTE_READ), ibv_dereg_mr);
+  if (region == nullptr) {
+    return VerbsError(absl::StrCat("ibv_reg_mr of ", bytes, " bytes for remote reads (check ulimit -l)"), errno);
+  }
+  std::lock_guard<std::mutex> lock(regions_mu_);
+  regions_.push_back(std::move(region));
+  return absl::OkStatus();
+}
+
+absl::Status IbverbsTransport::SendRegistered(Rank to, absl::string_view prefix, absl::string_view payload) {
+  if (to.value() < 0 || to.value() >= options_.world_size || to.value() == options_.rank ||
+      static_cast<int64_t>(payload.size()) < options_.pull_min_bytes ||
+      static_cast<int64_t>(prefix.size() + payload.size()) > options_.max_message_bytes) {
+    return Transport::SendRegistered(to, prefix, payload);  // pushed (and errors) as Send
+  }
+  IbverbsPullRequest request;
+  {
+    std::lock_guard<std::mutex> lock(regions_mu_);
+    const uint64_t begin = reinterpret_cast<uint64_t>(payload.data()), end = begin + payload.size();
+    for (const auto& region : regions_) {
+      const uint64_t r_begin = reinterpret_cast<uint64_t>(region->addr), r_end = r_begin + region->length;
+      if (begin >= r_begin && end <= r_end) request.rkey = region->rkey, request.address = begin;
+    }
+  }
+  if (request.address == 0) return Transport::SendRegistered(to, prefix, payload);  // not registered
+  request.length = payload.size();
+  request.crc32c = Crc32c(payload.data(), payload.size());
+  request.prefix = std::string(prefix);
+  const std::string announced = request.Encode();
+  if (static_cast<int64_t>(kFrameHeaderBytes + announced.size()) > options_.slot_bytes) {
+    return Transport::SendRegistered(to, prefix, payload);  // the request must fit one slot
+  }
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!connected_) return absl::FailedPreconditionError("ibverbs transport: Send before Connect");
+  }
+  Peer& p = *peer(to.value());
+  std::lock_guard<std::mutex> message_lock(p.send_mu);
+  return SendFrameLocked(p, to, EncodeFrame(Frame{rank(), to, p.next_sequence, announced}), /*pull=*/true);
 }
 
 absl::Status IbverbsTransport::SendToSelf(absl::string_view payload) {
@@ -447,6 +520,7 @@ void IbverbsTransport::PollLoop() {
     for (int i = 0; i < n; ++i) HandleCompletion(completions[i]);
     for (const std::unique_ptr<Peer>& p : peers_) {
       if (p != nullptr && p->credits_to_return > 0) ReturnCredits(*p);
+      if (p != nullptr && p->pull.post_pending) PostRead(*p);
     }
     return n;
   };
@@ -470,15 +544,19 @@ void IbverbsTransport::HandleCompletion(const ibv_wc& completion) {
   if (completion.status != IBV_WC_SUCCESS) {
     MarkBroken(p, absl::UnavailableError(absl::StrCat(kind == kReceiveKind ? "receive"
                                                       : kind == kDataKind  ? "data write"
+                                                      : kind == kReadKind  ? "RDMA read (pull)"
                                                                            : "credit write",
                                                       " completion failed: ", ibv_wc_status_str(completion.status),
                                                       " (vendor error ", completion.vendor_err, ")")));
     return;
   }
   if (kind != kReceiveKind) {
-    std::lock_guard<std::mutex> lock(p.mu);
-    --p.outstanding_writes;
-    p.changed.notify_all();
+    {
+      std::lock_guard<std::mutex> lock(p.mu);
+      --p.outstanding_writes;
+      p.changed.notify_all();
+    }
+    if (kind == kReadKind) ReadDone(p);
     return;
   }
   absl::Status reposted = PostReceive(p);
@@ -510,15 +588,107 @@ void IbverbsTransport::HandleData(Peer& p, const IbverbsImmediate& immediate) {
     if (!p.broken.ok()) return;  // after a failure the stream cannot be trusted
   }
   const int64_t slot = static_cast<int64_t>(p.fragments_received++ % options_.slots_per_peer);
+  if (p.pull.active || !p.deferred.empty()) {
+    p.deferred.emplace_back(slot, immediate);  // stays in its ring slot until the pull is delivered
+    return;
+  }
+  ProcessFragment(p, slot, immediate);
+}
+
+void IbverbsTransport::ProcessFragment(Peer& p, int64_t slot, const IbverbsImmediate& immediate) {
   if (immediate.value > options_.slot_bytes) {
     return MarkBroken(p, absl::DataLossError(absl::StrCat("the peer wrote a fragment of ", immediate.value,
                                                           " bytes into a ", options_.slot_bytes, "-byte slot")));
   }
-  absl::StatusOr<std::optional<Frame>> frame =
-      p.assembler.Add(absl::string_view(p.ring.get() + slot * options_.slot_bytes, immediate.value), immediate.last);
+  const absl::string_view fragment(p.ring.get() + slot * options_.slot_bytes, immediate.value);
+  absl::StatusOr<std::optional<Frame>> frame = p.assembler.Add(fragment, immediate.last || immediate.pull);
   ++p.credits_to_return;  // the fragment is copied out: its slot is free again
   if (!frame.ok()) return MarkBroken(p, frame.status());
   if (!frame->has_value()) return;
+  if (!immediate.pull) return Deliver(p, (*frame)->from, (*frame)->payload);
+  absl::StatusOr<IbverbsPullRequest> request = IbverbsPullRequest::Decode((*frame)->payload);
+  if (!request.ok()) return MarkBroken(p, absl::DataLossError(request.status().message()));
+  if (request->length + request->prefix.size() > static_cast<uint64_t>(options_.max_message_bytes)) {
+    return MarkBroken(p, absl::DataLossError(absl::StrCat("a pull request of ", request->length,
+                                                          " bytes exceeds max_message_bytes ",
+                                                          options_.max_message_bytes)));
+  }
+  Peer::Pull& pull = p.pull;
+  pull.active = true;
+  pull.from = (*frame)->from;
+  pull.request = *std::move(request);
+  pull.message = std::move(pull.request.prefix);
+  pull.message.reserve(pull.message.size() + pull.request.length);
+  pull.done = 0;
+  if (pull.request.length == 0) return FinishPull(p);
+  PostRead(p);
+}
+
+void IbverbsTransport::PostRead(Peer& p) {
+  Peer::Pull& pull = p.pull;
+  {
+    std::lock_guard<std::mutex> lock(p.mu);
+    if (!p.broken.ok()) return;
+    if (p.outstanding_writes >= send_queue_depth_) {  // retried by the poll loop
+      pull.post_pending = true;
+      return;
+    }
+    ++p.outstanding_writes;
+  }
+  pull.post_pending = false;
+  pull.chunk = static_cast<uint32_t>(std::min<uint64_t>(options_.slot_bytes, pull.request.length - pull.done));
+  ibv_sge piece{};
+  piece.addr = reinterpret_cast<uint64_t>(p.landing.get());
+  piece.length = pull.chunk;
+  piece.lkey = p.landing_region->lkey;
+  ibv_send_wr request{};
+  request.wr_id = (static_cast<uint64_t>(p.rank) << 8) | kReadKind;
+  request.sg_list = &piece;
+  request.num_sge = 1;
+  request.opcode = IBV_WR_RDMA_READ;
+  request.send_flags = IBV_SEND_SIGNALED;
+  request.wr.rdma.remote_addr = pull.request.address + pull.done;
+  request.wr.rdma.rkey = pull.request.rkey;
+  ibv_send_wr* bad = nullptr;
+  if (int error = ibv_post_send(p.queue_pair.get(), &request, &bad)) {
+    MarkBroken(p, VerbsError(absl::StrCat("ibv_post_send (RDMA read) to peer rank ", p.rank), error));
+  }
+}
+
+void IbverbsTransport::ReadDone(Peer& p) {
+  Peer::Pull& pull = p.pull;
+  if (!pull.active) return MarkBroken(p, absl::InternalError("an RDMA read completed without a pull"));
+  pull.message.append(p.landing.get(), pull.chunk);
+  pull.done += pull.chunk;
+  if (pull.done < pull.request.length) return PostRead(p);
+  FinishPull(p);
+}
+
+void IbverbsTransport::FinishPull(Peer& p) {
+  Peer::Pull& pull = p.pull;
+  const size_t prefix = pull.message.size() - pull.request.length;
+  const uint32_t crc = Crc32c(pull.message.data() + prefix, pull.request.length);
+  if (crc != pull.request.crc32c) {
+    return MarkBroken(p, absl::DataLossError(absl::StrCat("the ", pull.request.length,
+                                                          " bytes pulled by RDMA read fail their CRC-32C")));
+  }
+  pull.active = false;
+  messages_pulled_.fetch_add(1);
+  const std::string message = std::move(pull.message);
+  pull.message.clear();
+  Deliver(p, pull.from, message);
+  while (!pull.active && !p.deferred.empty()) {  // what arrived behind the pull, in order
+    const auto [slot, immediate] = p.deferred.front();
+    p.deferred.pop_front();
+    {
+      std::lock_guard<std::mutex> lock(p.mu);
+      if (!p.broken.ok()) return;
+    }
+    ProcessFragment(p, slot, immediate);
+  }
+}
+
+void IbverbsTransport::Deliver(Peer& p, Rank from, absl::string_view payload) {
   std::shared_ptr<Receiver> receiver;
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -527,7 +697,7 @@ void IbverbsTransport::HandleData(Peer& p, const IbverbsImmediate& immediate) {
   if (receiver == nullptr || !*receiver) {
     return MarkBroken(p, absl::FailedPreconditionError("no receiver installed for an arriving message"));
   }
-  (*receiver)((*frame)->from, (*frame)->payload);
+  (*receiver)(from, payload);
 }
 
 void IbverbsTransport::ReturnCredits(Peer& p) {

@@ -2,7 +2,9 @@
 // queue pairs, one QP per pair of ranks. Messages travel as Frames with per-edge sequence
 // numbers, exactly like the loopback and TCP transports.
 //
-// Design: RDMA WRITE WITH IMMEDIATE into the receiver's slot ring, with credits.
+// Design: RDMA WRITE WITH IMMEDIATE into the receiver's slot ring, with credits; and, for large
+// payloads sent from registered memory (SendRegistered: the runtime's register blocks), the pull
+// model: a pull request through the ring, then the receiver RDMA-READs the producer's bytes.
 //   For every peer, a rank owns a receive ring of `slots_per_peer` slots of `slot_bytes`,
 //   registered with ibv_reg_mr for remote write; the peer learns its address and rkey from the
 //   endpoint info. Send encodes a Frame, cuts it into fragments of at most slot_bytes, copies each
@@ -12,11 +14,11 @@
 //   copies the fragment out, reassembles and checks frames (FrameAssembler), delivers them in
 //   order and returns the slots as credits (a zero-length write-with-immediate that carries the
 //   count). A sender starts with slots_per_peer credits and waits in Send for one.
-//   Why not the pull model (ready notice + RDMA READ + done notice)? It costs three network
-//   operations per message instead of one, and pays off only for zero-copy payloads registered
-//   in place, which a byte-message API (payload as a string_view) cannot offer. Push with
-//   credits gives back-pressure for free, and RC ordering tells the receiver which slot is next
-//   without any header in the slot.
+//   Why both? Pulling costs a round trip more per message and pays off only for zero-copy
+//   payloads registered in place, which only SendRegistered offers (its caller keeps the bytes
+//   unchanged until the peer replied; no "read done" notice is needed). Small messages and
+//   plain Sends are pushed: credits give back-pressure for free, and RC ordering tells the
+//   receiver which slot is next without any header in the slot.
 //
 // Usage (ranks exchange endpoint strings through the control plane):
 //   IbverbsTransportOptions options;
@@ -72,6 +74,7 @@ struct ibv_pd;
 struct ibv_comp_channel;
 struct ibv_cq;
 struct ibv_wc;
+struct ibv_mr;
 
 namespace oneflow_like {
 namespace comm {
@@ -86,6 +89,9 @@ struct IbverbsTransportOptions {
   int32_t slots_per_peer = 8;             // ring depth = credits per peer; in [1, 1024]
   int64_t max_message_bytes = 1LL << 30;  // larger payloads are rejected; smaller ones fragmented
   int64_t connect_timeout_ms = 30000;     // Connect waits this long for every peer's hello
+  // SendRegistered payloads of at least this many bytes in registered memory are pulled by the
+  // receiver (RDMA READ); smaller ones are pushed through the ring like Send.
+  int64_t pull_min_bytes = 64 << 10;
 };
 
 // InvalidArgument naming the bad field and its allowed range.
@@ -108,6 +114,16 @@ class IbverbsTransport final : public Transport {
   void SetErrorHandler(ErrorHandler handler);
   // Returns after the last fragment is posted to the QP (not when it is delivered).
   absl::Status Send(Rank to, absl::string_view payload) override;
+  // Registers [base, base + bytes) for remote reads by the peers (ibv_reg_mr, REMOTE_READ).
+  absl::Status RegisterMemory(const char* base, size_t bytes) override;
+  // The pull model: a payload of at least pull_min_bytes inside registered memory is announced
+  // by a one-slot pull request (address, rkey, length, CRC-32C, prefix); the receiver's
+  // completion thread RDMA-READs it in slot_bytes chunks into a registered landing buffer,
+  // checks the CRC and delivers prefix + payload, in order with the peer's other messages
+  // (fragments arriving meanwhile wait in the ring). Anything else goes as Send.
+  absl::Status SendRegistered(Rank to, absl::string_view prefix, absl::string_view payload) override;
+  // Messages this rank received by pulling (RDMA READ), so far.
+  int64_t messages_pulled() const { return messages_pulled_.load(); }
 
   // Entry p is the encoded IbverbsEndpointInfo of this rank's QP for peer p; "" for own rank.
   std::vector<std::string> LocalEndpoints() const;
@@ -122,6 +138,14 @@ class IbverbsTransport final : public Transport {
   absl::Status ConnectPeer(Peer& peer, const IbverbsEndpointInfo& remote);
   absl::Status PostReceive(Peer& peer);
   absl::Status PostWrite(Peer& peer, uint64_t kind, int64_t slot, uint32_t length, uint32_t immediate);
+  // Sends one encoded frame through the ring (pull: a one-slot pull request). REQUIRES: the
+  // peer's send_mu held.
+  absl::Status SendFrameLocked(Peer& peer, Rank to, const std::string& frame, bool pull);
+  void ProcessFragment(Peer& peer, int64_t slot, const IbverbsImmediate& immediate);
+  void Deliver(Peer& peer, Rank from, absl::string_view payload);
+  void PostRead(Peer& peer);     // the next chunk of the peer's pull
+  void ReadDone(Peer& peer);     // a chunk landed
+  void FinishPull(Peer& peer);   // all chunks landed: check, deliver, resume deferred fragments
   absl::Status SendToSelf(absl::string_view payload);
   void PollLoop();
   void HandleCompletion(const ibv_wc& completion);
@@ -144,6 +168,8 @@ class IbverbsTransport final : public Transport {
   std::unique_ptr<ibv_comp_channel, int (*)(ibv_comp_channel*)> channel_;
   std::unique_ptr<ibv_cq, int (*)(ibv_cq*)> completion_queue_;
   std::vector<std::unique_ptr<Peer>> peers_;  // [rank]; null for own rank
+  std::mutex regions_mu_;                     // guards regions_
+  std::vector<std::unique_ptr<ibv_mr, int (*)(ibv_mr*)>> regions_;  // RegisterMemory's, peer-readable
 
   mutable std::mutex mu_;  // guards receiver_, error_handler_, connected_
   std::shared_ptr<Receiver> receiver_;
@@ -153,6 +179,7 @@ class IbverbsTransport final : public Transport {
   uint64_t self_sequence_ = 0;  // next frame to self (sent == delivered: same thread)
 
   std::atomic<bool> stopping_{false};
+  std::atomic<int64_t> messages_pulled_{0};
   std::thread poller_;
 };
 

@@ -7,8 +7,10 @@
 #include <memory>
 #include <string>
 #include <thread>
+#include <tuple>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "oneflow_like/comm/ibverbs_transport.h"
@@ -36,6 +38,84 @@ TEST(IbverbsFakeTest, ThreeRanksExchangeOrderedFragmentedMessages) {
   ASSERT_EQ(transports.size(), 3u);
   testing_util::ExpectOrderedExchange(transports, inboxes, /*count=*/200, SmallSlots().slot_bytes);
   testing_util::CloseAll(&transports);
+}
+
+// SendRegistered: payloads of at least pull_min_bytes in registered memory are pulled by the
+// receiver (RDMA READ in slot-sized chunks, here 256 bytes); small ones, unregistered ones and
+// plain Sends are pushed; all arrive as prefix + payload, in send order, on both edges at once.
+TEST(IbverbsFakeTest, PullModelKeepsOrderWithPushedMessages) {
+  IbverbsTransportOptions options = SmallSlots();
+  options.pull_min_bytes = 1000;
+  std::vector<Inbox> inboxes(2);
+  std::vector<std::unique_ptr<IbverbsTransport>> transports = testing_util::OpenAndConnect(options, &inboxes);
+  ASSERT_EQ(transports.size(), 2u);
+  std::vector<std::string> registered(2), unregistered(2);
+  for (int r = 0; r < 2; ++r) {
+    registered[r].resize(60000);
+    for (size_t i = 0; i < registered[r].size(); ++i) registered[r][i] = static_cast<char>((i * 7 + r * 13) % 251);
+    unregistered[r] = registered[r].substr(0, 5000);
+    ASSERT_TRUE(transports[r]->RegisterMemory(registered[r].data(), registered[r].size()).ok());
+  }
+  // (kind, offset, length): 0 = Send, 1 = SendRegistered from registered memory, 2 = from elsewhere.
+  const std::vector<std::tuple<int, size_t, size_t>> plan = {
+      {1, 0, 20000}, {0, 0, 30}, {1, 100, 999}, {1, 3000, 40001}, {0, 0, 700}, {2, 0, 5000}, {1, 7, 1000}, {1, 0, 60000}};
+  auto expected = [&](int r, size_t i) {
+    const auto [kind, offset, length] = plan[i];
+    const std::string prefix = absl::StrCat("hdr", r, "/", i, ":");
+    if (kind == 0) return std::string(700 == length ? 700 : length, static_cast<char>('a' + i));
+    return prefix + (kind == 1 ? registered[r] : unregistered[r]).substr(offset, length);
+  };
+  std::vector<std::thread> senders;
+  for (int r = 0; r < 2; ++r) {
+    senders.emplace_back([&, r] {
+      for (size_t i = 0; i < plan.size(); ++i) {
+        const auto [kind, offset, length] = plan[i];
+        const std::string prefix = absl::StrCat("hdr", r, "/", i, ":");
+        absl::Status sent =
+            kind == 0 ? transports[r]->Send(Rank(1 - r), expected(r, i))
+                      : transports[r]->SendRegistered(
+                            Rank(1 - r), prefix,
+                            absl::string_view((kind == 1 ? registered[r] : unregistered[r]).data() + offset, length));
+        EXPECT_TRUE(sent.ok()) << sent;
+      }
+    });
+  }
+  for (std::thread& t : senders) t.join();
+  for (int r = 0; r < 2; ++r) {
+    std::vector<std::pair<int, std::string>> got = inboxes[1 - r].WaitFor(plan.size());
+    ASSERT_EQ(got.size(), plan.size());
+    for (size_t i = 0; i < plan.size(); ++i) {
+      EXPECT_EQ(got[i].first, r);
+      EXPECT_TRUE(got[i].second == expected(r, i)) << "rank " << r << " -> " << 1 - r << " message " << i;
+    }
+    EXPECT_EQ(transports[1 - r]->messages_pulled(), 4);  // 20000, 40001, 1000 and 60000 bytes
+  }
+  testing_util::CloseAll(&transports);
+}
+
+TEST(IbverbsWireTest, PullImmediateAndRequestRoundTrip) {
+  const IbverbsImmediate pull = IbverbsImmediate::Parse(IbverbsImmediate::Pull(57));
+  EXPECT_TRUE(pull.pull);
+  EXPECT_FALSE(pull.credit);
+  EXPECT_FALSE(pull.last);
+  EXPECT_EQ(pull.value, 57u);
+  EXPECT_FALSE(IbverbsImmediate::Parse(IbverbsImmediate::Data(57, true)).pull);
+  EXPECT_FALSE(IbverbsImmediate::Parse(IbverbsImmediate::Credit(3)).pull);
+  IbverbsPullRequest request;
+  request.address = 0x7f0012345678;
+  request.rkey = 77;
+  request.length = 1 << 20;
+  request.crc32c = 0xdeadbeef;
+  request.prefix = std::string("\x01\x00hdr", 5);
+  absl::StatusOr<IbverbsPullRequest> back = IbverbsPullRequest::Decode(request.Encode());
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(back->address, request.address);
+  EXPECT_EQ(back->rkey, request.rkey);
+  EXPECT_EQ(back->length, request.length);
+  EXPECT_EQ(back->crc32c, request.crc32c);
+  EXPECT_EQ(back->prefix, request.prefix);
+  EXPECT_EQ(IbverbsPullRequest::Decode("OLPR").status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(IbverbsPullRequest::Decode(std::string(40, 'x')).status().code(), absl::StatusCode::kInvalidArgument);
 }
 
 TEST(IbverbsFakeTest, SingleSlotRingAndMaximumSizeMessage) {

@@ -10,6 +10,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "oneflow_like/core/fixed_codec.h"
 
 namespace oneflow_like {
 namespace comm {
@@ -82,12 +83,48 @@ uint32_t IbverbsImmediate::Data(uint32_t length, bool last) {
 
 uint32_t IbverbsImmediate::Credit(uint32_t count) { return kCreditFlag | (count & kMaxValue); }
 
+uint32_t IbverbsImmediate::Pull(uint32_t length) { return kCreditFlag | kLastFragmentFlag | (length & kMaxValue); }
+
 IbverbsImmediate IbverbsImmediate::Parse(uint32_t immediate) {
   IbverbsImmediate parsed;
   parsed.credit = (immediate & kCreditFlag) != 0;
   parsed.last = (immediate & kLastFragmentFlag) != 0;
   parsed.value = immediate & kMaxValue;
+  if (parsed.credit && parsed.last) {
+    parsed.pull = true;
+    parsed.credit = parsed.last = false;
+  }
   return parsed;
+}
+
+namespace {
+constexpr char kPullMagic[] = "OLPR";
+constexpr size_t kPullFixedBytes = 4 + 8 + 4 + 8 + 4;
+}  // namespace
+
+std::string IbverbsPullRequest::Encode() const {
+  std::string out(kPullMagic, 4);
+  AppendFixed<uint64_t>(&out, address);
+  AppendFixed<uint32_t>(&out, rkey);
+  AppendFixed<uint64_t>(&out, length);
+  AppendFixed<uint32_t>(&out, crc32c);
+  out.append(prefix);
+  return out;
+}
+
+absl::StatusOr<IbverbsPullRequest> IbverbsPullRequest::Decode(absl::string_view bytes) {
+  if (bytes.size() < kPullFixedBytes || bytes.substr(0, 4) != absl::string_view(kPullMagic, 4)) {
+    return absl::InvalidArgumentError(absl::StrCat("a pull request of ", bytes.size(),
+                                                   " bytes without its magic and fixed fields"));
+  }
+  size_t pos = 4;
+  IbverbsPullRequest request;
+  request.address = ReadFixed<uint64_t>(bytes, &pos);
+  request.rkey = ReadFixed<uint32_t>(bytes, &pos);
+  request.length = ReadFixed<uint64_t>(bytes, &pos);
+  request.crc32c = ReadFixed<uint32_t>(bytes, &pos);
+  request.prefix = std::string(bytes.substr(pos));
+  return request;
 }
 
 FrameAssembler::FrameAssembler(Rank from, Rank to, int64_t max_payload_bytes)

@@ -55,15 +55,36 @@ struct IbverbsEndpointInfo {
 // The immediate of each RDMA write, in host order (the transport applies htonl/ntohl):
 // bit 31 = credit return (else data), bit 30 = last fragment of a frame, bits 0..29 = the
 // fragment length (data) or the number of returned slots (credit; 0 = the hello of Connect).
+// Both bits set: a pull request (a one-fragment frame; bits 0..29 = its length).
 struct IbverbsImmediate {
   static constexpr uint32_t kMaxValue = (1u << 30) - 1;  // so slot_bytes < 2^30
   static uint32_t Data(uint32_t length, bool last);      // REQUIRES: length <= kMaxValue
   static uint32_t Credit(uint32_t count);                // REQUIRES: count <= kMaxValue
+  // A pull request: one fragment (a whole frame) whose payload is an IbverbsPullRequest; both
+  // flag bits set. REQUIRES: length <= kMaxValue.
+  static uint32_t Pull(uint32_t length);
   static IbverbsImmediate Parse(uint32_t immediate);
 
   bool credit = false;
   bool last = false;
+  bool pull = false;  // then credit and last are false
   uint32_t value = 0;
+};
+
+// The payload of a pull-request frame: the receiver RDMA-READs `length` bytes at `address`
+// (rkey `rkey`) of the sender's registered memory, checks their CRC-32C and delivers
+// `prefix` + those bytes as the message. Wire: "OLPR" | u64 address | u32 rkey | u64 length |
+// u32 crc32c | prefix (little-endian).
+struct IbverbsPullRequest {
+  uint64_t address = 0;
+  uint32_t rkey = 0;
+  uint64_t length = 0;
+  uint32_t crc32c = 0;
+  std::string prefix;
+
+  std::string Encode() const;
+  // InvalidArgument for bytes that are not a pull request.
+  static absl::StatusOr<IbverbsPullRequest> Decode(absl::string_view bytes);
 };
 
 // Reassembles the fragments one peer sends into Frames and checks them: the frame decodes, it

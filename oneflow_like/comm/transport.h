@@ -54,6 +54,24 @@ class Transport {
   // they are written, so the caller never waits for the peer to read (TcpTransport does).
   // Errors found after returning surface like a broken link. Default: Send.
   virtual absl::Status SendOwned(Rank to, std::string payload) { return Send(to, payload); }
+  // Memory the caller will send from with SendRegistered (e.g. the runtime's register blocks).
+  // A transport with remote memory access registers it (RDMA: ibv_reg_mr, readable by peers);
+  // default: nothing to do. `base` must stay allocated while the transport lives.
+  virtual absl::Status RegisterMemory(const char* base, size_t bytes) {
+    (void)base, (void)bytes;
+    return absl::OkStatus();
+  }
+  // Sends the message `prefix` + `payload`, where `payload` lies in memory given to
+  // RegisterMemory and stays unchanged until the receiver at `to` has been called with this
+  // message (the caller learns that from the peer's reply, e.g. the actor protocol's "returned").
+  // An RDMA transport lets the receiver RDMA-READ the payload straight from there (the pull
+  // model); the default copies both into one buffer and calls SendOwned.
+  virtual absl::Status SendRegistered(Rank to, absl::string_view prefix, absl::string_view payload) {
+    std::string message = TakeBuffer(prefix.size() + payload.size());
+    message.append(prefix.data(), prefix.size());
+    message.append(payload.data(), payload.size());
+    return SendOwned(to, std::move(message));
+  }
   // An empty string with capacity >= `bytes` to build a SendOwned payload in; a transport may
   // hand out the buffers of payloads it finished writing (no page faults on large ones).
   virtual std::string TakeBuffer(size_t bytes) {
