@@ -45,6 +45,8 @@ Runtime::~Runtime() {
   Stop();
   if (env_.transport != nullptr) env_.transport->SetReceiver([](Rank, absl::string_view) {});
   actors_.clear();
+  // Frames still queued (a failed job) stop referring to our registers before they are freed.
+  for (const Block& block : registered_) env_.transport->UnregisterMemory(block.data, block.bytes);
   for (const Block& block : blocks_) env_.allocator->Deallocate(block.data, block.bytes);
 }
 

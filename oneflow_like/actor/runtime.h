@@ -268,6 +268,7 @@ class Runtime final : public ActorHost {
   std::atomic<int64_t> last_act_micros_{clock_->NowMicros()};
   int64_t pieces_per_step_ = 1;
   std::vector<Block> blocks_;  // every allocation, freed by ~Runtime
+  std::vector<Block> registered_;  // blocks given to the transport's RegisterMemory
   absl::flat_hash_map<int64_t, char*> block_by_id_;
   std::vector<std::unique_ptr<RegisterLayout>> layouts_;  // local registers
   absl::flat_hash_map<int64_t, RegisterLayout*> layout_by_id_;

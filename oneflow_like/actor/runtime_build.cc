@@ -67,6 +67,7 @@ absl::Status Runtime::Build(const PlanProto& plan, const RankPlanProto& rank_pla
                                                             block.size_bytes(), " bytes) with the transport: ",
                                                             registered.message()));
       }
+      registered_.push_back(Block{data, static_cast<size_t>(block.size_bytes())});
     }
   }
   std::map<int64_t, int64_t> block_size;

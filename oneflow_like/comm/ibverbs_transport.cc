@@ -459,6 +459,13 @@ absl::Status IbverbsTransport::RegisterMemory(const char* base, size_t bytes) {
   return absl::OkStatus();
 }
 
+void IbverbsTransport::UnregisterMemory(const char* base, size_t bytes) {
+  std::lock_guard<std::mutex> lock(regions_mu_);
+  regions_.erase(std::remove_if(regions_.begin(), regions_.end(),
+                                [&](const auto& region) { return region->addr == base && region->length == bytes; }),
+                 regions_.end());
+}
+
 absl::Status IbverbsTransport::SendRegistered(Rank to, absl::string_view prefix, absl::string_view payload) {
   if (to.value() < 0 || to.value() >= options_.world_size || to.value() == options_.rank ||
       static_cast<int64_t>(payload.size()) < options_.pull_min_bytes ||

@@ -116,6 +116,7 @@ class IbverbsTransport final : public Transport {
   absl::Status Send(Rank to, absl::string_view payload) override;
   // Registers [base, base + bytes) for remote reads by the peers (ibv_reg_mr, REMOTE_READ).
   absl::Status RegisterMemory(const char* base, size_t bytes) override;
+  void UnregisterMemory(const char* base, size_t bytes) override;
   // The pull model: a payload of at least pull_min_bytes inside registered memory is announced
   // by a one-slot pull request (address, rkey, length, CRC-32C, prefix); the receiver's
   // completion thread RDMA-READs it in slot_bytes chunks into a registered landing buffer,

@@ -18,7 +18,7 @@ namespace oneflow_like {
 namespace comm {
 namespace {
 
-constexpr size_t kMaxIovecs = 256;                  // two per frame, gathered per sendmsg
+constexpr size_t kMaxIovecs = 256;                  // up to three per frame, gathered per sendmsg
 constexpr size_t kDirectReadBytes = 64 * 1024;      // payload rests this large skip the staging buffer
 constexpr size_t kDirectReadChunk = 256 * 1024;     // per recv, so the checksum reads warm cache
 constexpr size_t kStagedReadBytes = 64 * 1024;      // per recv into the staging buffer
@@ -125,6 +125,42 @@ void SparePayloads::Put(std::string written) {
   }
   bytes_ += capacity;
   spares_.push_back(std::move(written));
+}
+
+absl::Status TcpLink::SendWithTail(std::string head, absl::string_view tail) {
+  const size_t size = head.size() + tail.size();
+  if (static_cast<int64_t>(size) > options_.max_frame_bytes) {
+    return absl::InvalidArgumentError(absl::StrCat("message of ", size, " bytes to rank ", options_.peer.value(),
+                                                   " exceeds max_frame_bytes (", options_.max_frame_bytes,
+                                                   "); split it or raise the limit"));
+  }
+  FrameHeader header{options_.self, options_.peer, 0, size,
+                     Crc32cExtend(Crc32c(head.data(), head.size()), tail.data(), tail.size())};
+  Outgoing out;
+  out.payload_size = head.size();
+  out.owned = std::move(head);
+  out.tail = tail;
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!failure_.ok()) {
+    return absl::UnavailableError(absl::StrCat("link to rank ", options_.peer.value(), " is down: ", failure_.message()));
+  }
+  header.sequence = next_send_sequence_++;
+  EncodeFrameHeader(header, out.header);
+  queue_.push_back(std::move(out));
+  if (fd_.load() < 0 || queue_.size() > 1 || writer_busy_) return absl::OkStatus();
+  absl::Status flushed = FlushLocked();  // non-blocking: EPOLLOUT takes over when the socket is full
+  if (!flushed.ok() && failure_.ok()) failure_ = flushed;
+  return flushed;
+}
+
+void TcpLink::DetachTails(const char* begin, const char* end) {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (Outgoing& out : queue_) {
+    if (out.tail.empty() || out.tail.data() < begin || out.tail.data() >= end) continue;
+    out.owned.append(out.tail.data(), out.tail.size());  // same bytes in the same order: `written` holds
+    out.payload_size += out.tail.size();
+    out.tail = absl::string_view();
+  }
 }
 
 absl::Status TcpLink::SendOwned(std::string payload) {
@@ -279,13 +315,17 @@ absl::Status TcpLink::FlushLocked() {
   while (!queue_.empty()) {
     iovec iov[kMaxIovecs];
     size_t count = 0;
-    for (auto it = queue_.begin(); it != queue_.end() && count + 2 <= kMaxIovecs; ++it) {
+    for (auto it = queue_.begin(); it != queue_.end() && count + 3 <= kMaxIovecs; ++it) {
       if (it->written < kFrameHeaderBytes) {
         iov[count++] = {it->header + it->written, kFrameHeaderBytes - it->written};
       }
       const size_t payload_done = it->written > kFrameHeaderBytes ? it->written - kFrameHeaderBytes : 0;
       if (payload_done < it->payload_size) {
         iov[count++] = {const_cast<char*>(it->bytes()) + payload_done, it->payload_size - payload_done};
+      }
+      const size_t tail_done = payload_done > it->payload_size ? payload_done - it->payload_size : 0;
+      if (tail_done < it->tail.size()) {
+        iov[count++] = {const_cast<char*>(it->tail.data()) + tail_done, it->tail.size() - tail_done};
       }
     }
     msghdr message{};
@@ -304,7 +344,7 @@ absl::Status TcpLink::FlushLocked() {
     size_t left = static_cast<size_t>(n);
     while (left > 0) {  // every frame has >= kFrameHeaderBytes, so a finished one is popped here
       Outgoing& front = queue_.front();
-      const size_t total = kFrameHeaderBytes + front.payload_size;
+      const size_t total = kFrameHeaderBytes + front.payload_size + front.tail.size();
       const size_t take = std::min(left, total - front.written);
       front.written += take;
       left -= take;

@@ -107,6 +107,11 @@ class TcpLink {
   // attached link with nothing queued it writes what the socket takes at once (from the
   // caller's thread) and queues the rest; the I/O thread writes it on EPOLLOUT. Errors as Send.
   absl::Status SendOwned(std::string payload);
+  // Sends one frame carrying `head` + `tail` without copying `tail`: it is written from where it
+  // is, so it must stay unchanged until the peer received the frame. Never waits. Errors as Send.
+  absl::Status SendWithTail(std::string head, absl::string_view tail);
+  // Queued frames whose tail starts in [begin, end) get a copy of it, so that memory may go.
+  void DetachTails(const char* begin, const char* end);
   // The link is up: takes the (non-blocking) socket, registers it with epoll and starts writing.
   absl::Status Attach(ScopedFd socket);
   bool attached() const { return fd_.load() >= 0; }
@@ -125,7 +130,8 @@ class TcpLink {
     char header[kFrameHeaderBytes];
     std::unique_ptr<char[]> payload;
     std::string owned;  // SendOwned's payload (then `payload` is null)
-    size_t payload_size = 0;
+    size_t payload_size = 0;  // of bytes(); the frame's payload is those then `tail`
+    absl::string_view tail;   // SendWithTail: not owned
     size_t payload_capacity = 0;
     size_t written = 0;  // of header + payload
     const char* bytes() const { return payload != nullptr ? payload.get() : owned.data(); }

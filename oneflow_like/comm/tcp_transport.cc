@@ -144,6 +144,19 @@ absl::Status TcpTransport::SendOwned(Rank to, std::string payload) {
   return links_[to.value()]->SendOwned(std::move(payload));
 }
 
+absl::Status TcpTransport::SendRegistered(Rank to, absl::string_view prefix, absl::string_view payload) {
+  if (to.value() < 0 || to.value() >= options_.world_size || to.value() == options_.rank) {
+    return Transport::SendRegistered(to, prefix, payload);  // errors and self-sends copy
+  }
+  return links_[to.value()]->SendWithTail(std::string(prefix), payload);
+}
+
+void TcpTransport::UnregisterMemory(const char* base, size_t bytes) {
+  for (const std::unique_ptr<TcpLink>& link : links_) {
+    if (link != nullptr) link->DetachTails(base, base + bytes);
+  }
+}
+
 absl::Status TcpTransport::Connect(const std::vector<std::string>& endpoints) {
   {
     std::lock_guard<std::mutex> lock(mu_);

@@ -27,7 +27,8 @@
 // keeps reading, so two ranks sending large messages to each other cannot deadlock.
 // SendOwned (what the actor runtime uses) never waits and never copies: on an idle link it
 // writes what the socket takes at once and queues the rest of the caller's string as is; the
-// I/O thread writes it on EPOLLOUT.
+// I/O thread writes it on EPOLLOUT. SendRegistered copies nothing at all: the payload is written
+// from the caller's memory, which the caller keeps unchanged until the peer received it.
 // Errors: Listen/Connect with bad options or endpoints are InvalidArgument; a peer refusing our
 // hello is Unavailable; Connect past connect_timeout_ms is DeadlineExceeded naming the ranks
 // still missing. An incoming connection with garbage bytes, a wrong token, a wrong world size, a
@@ -95,6 +96,9 @@ class TcpTransport : public Transport {
   void SetReceiver(Receiver receiver) override;
   absl::Status Send(Rank to, absl::string_view payload) override;
   absl::Status SendOwned(Rank to, std::string payload) override;
+  // Zero copy: `payload` is written from where it lies (the contract of Transport).
+  absl::Status SendRegistered(Rank to, absl::string_view prefix, absl::string_view payload) override;
+  void UnregisterMemory(const char* base, size_t bytes) override;
   std::string TakeBuffer(size_t bytes) override { return spares_.Take(bytes); }
 
   // Wire bytes (frame headers + payloads) written to / read from peer links; self-sends and

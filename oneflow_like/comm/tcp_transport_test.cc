@@ -293,6 +293,30 @@ TEST(TcpTransportTest, SendOwnedInterleavedWithSendKeepsOrderAndNeverWaits) {
   EXPECT_EQ(world[0]->SendOwned(Rank(7), "x").code(), absl::StatusCode::kInvalidArgument);
 }
 
+// SendRegistered writes the payload from where it lies (no copy) after the prefix; once
+// UnregisterMemory returns, what was still queued was copied, so the memory may change (or go)
+// and the peer still receives the bytes as they were at the send.
+TEST(TcpTransportTest, SendRegisteredIsZeroCopyAndUnregisterDetachesQueuedBytes) {
+  Inbox inbox[2];
+  auto world = ListenAll(2);
+  ASSERT_EQ(world.size(), 2u);
+  ConnectAll(world);  // no receiver yet on rank 1: its I/O thread still reads and holds frames
+  std::string registers = Pattern(0, 1, 0, 64 << 20);  // far more than the socket takes at once
+  const std::string original = registers;
+  ASSERT_TRUE(world[0]->RegisterMemory(registers.data(), registers.size()).ok());
+  ASSERT_TRUE(world[0]->SendRegistered(Rank(1), "prefix-1:", absl::string_view(registers).substr(0, 100)).ok());
+  ASSERT_TRUE(world[0]->SendRegistered(Rank(1), "prefix-2:", registers).ok());
+  ASSERT_TRUE(world[0]->SendRegistered(Rank(1), "", absl::string_view(registers).substr(5, 0)).ok());
+  world[0]->UnregisterMemory(registers.data(), registers.size());
+  std::fill(registers.begin(), registers.end(), 'X');  // what was not yet written was copied
+  world[1]->SetReceiver(inbox[1].Receiver());
+  ASSERT_TRUE(inbox[1].WaitFor(3));
+  EXPECT_TRUE(inbox[1].messages[0].second == "prefix-1:" + original.substr(0, 100));
+  EXPECT_TRUE(inbox[1].messages[1].second == "prefix-2:" + original);
+  EXPECT_EQ(inbox[1].messages[2].second, "");
+  EXPECT_EQ(world[0]->SendRegistered(Rank(9), "x", "y").code(), absl::StatusCode::kInvalidArgument);
+}
+
 TEST(SparePayloadsTest, ReusesLargeBuffersWithinBounds) {
   SparePayloads spares;
   std::string a = spares.Take(3 << 20);

@@ -61,6 +61,10 @@ class Transport {
     (void)base, (void)bytes;
     return absl::OkStatus();
   }
+  // The end of such memory: once this returns, the transport no longer reads it (a TCP transport
+  // copies what it still had to write from there; an RDMA transport deregisters it, so a peer
+  // still reading fails). Call before freeing it. Default: nothing to do.
+  virtual void UnregisterMemory(const char* base, size_t bytes) { (void)base, (void)bytes; }
   // Sends the message `prefix` + `payload`, where `payload` lies in memory given to
   // RegisterMemory and stays unchanged until the receiver at `to` has been called with this
   // message (the caller learns that from the peer's reply, e.g. the actor protocol's "returned").
