@@ -74,6 +74,9 @@ echo "${OURS}" | awk -v iperf="${IPERF}" '$1 == "result" && $2 == "throughput" {
   printf "%-14s %12.2f %12.2f %8.2f\n", label, $4, iperf, $4 / iperf }'
 echo "${OURS}" | awk -v iperf="${IPERF}" '$1 == "result" && $2 == "owned_throughput" {
   size = $3; label = (size >= 1048576) ? (size / 1048576) " MiB" : (size / 1024) " KiB";
-  printf "%-14s %12.2f %12.2f %8.2f   (copy + SendOwned, as the actor runtime sends)\n", label, $4, iperf, $4 / iperf }'
+  printf "%-14s %12.2f %12.2f %8.2f   (copy + SendOwned: the runtime, multi-slot registers)\n", label, $4, iperf, $4 / iperf }'
+echo "${OURS}" | awk -v iperf="${IPERF}" '$1 == "result" && $2 == "registered_throughput" {
+  size = $3; label = (size >= 1048576) ? (size / 1048576) " MiB" : (size / 1024) " KiB";
+  printf "%-14s %12.2f %12.2f %8.2f   (SendRegistered, zero copy: the runtime, one-slot registers)\n", label, $4, iperf, $4 / iperf }'
 echo "${OURS}" | awk '$1 == "result" && $2 == "latency_us" {
   printf "64-byte round trip: median %.1f us, p99 %.1f us\n", $3, $4 }'
