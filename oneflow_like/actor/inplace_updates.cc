@@ -107,7 +107,19 @@ std::vector<InPlaceUpdate> FindInPlaceUpdates(const RankPlanProto& rank_plan,
     if (!ok) continue;
     result.push_back(InPlaceUpdate{update_id, o.id(), targets});
   }
-  return result;
+  // Rule 4: every register O produces is such an update, so nothing within the step depends on
+  // O (a holder's absorb emits nothing until the next step). Otherwise a reader of a variable
+  // could wait for O while O waits for it to return the variable.
+  std::set<int64_t> updates;
+  for (const InPlaceUpdate& u : result) updates.insert(u.update_register);
+  std::vector<InPlaceUpdate> kept;
+  for (InPlaceUpdate& u : result) {
+    const TaskProto& o = *task_by_id.at(u.optimizer_task);
+    const bool only_updates = std::all_of(o.produced_register_ids().begin(), o.produced_register_ids().end(),
+                                          [&](int64_t id) { return updates.count(id) > 0; });
+    if (only_updates) kept.push_back(std::move(u));
+  }
+  return kept;
 }
 
 }  // namespace actor

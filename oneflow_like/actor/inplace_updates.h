@@ -14,7 +14,9 @@
 //   3. for each such slot s (O's payload output k), O's op has an in-place pair (k, i) and O's
 //      payload input i is exactly the variable's slot of RH (same dtype and shape), O consumes
 //      RH through one port only, and RH has count 1; all the RH live in one memory block (the
-//      persistent block).
+//      persistent block);
+//   4. every register O produces is such an update register (so nothing within the step
+//      depends on O; else a reader of the variable could wait for O while O waits for it).
 // Ordering: O then fires only once every other reader of each RH returned it this step (the
 // holder wakes O when that happens; see Actor::AddInPlaceTarget), so no reader sees a half-
 // updated variable, and the holder's copy becomes a no-op (CopyTensorData skips same bytes).

@@ -382,8 +382,15 @@ absl::Status IbverbsTransport::PostWrite(Peer& p, uint64_t kind, int64_t slot, u
 }
 
 void IbverbsTransport::SetReceiver(Receiver receiver) {
-  std::lock_guard<std::mutex> lock(mu_);
-  receiver_ = std::make_shared<Receiver>(std::move(receiver));
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    receiver_ = std::make_shared<Receiver>(std::move(receiver));
+  }
+  // A delivery to the old receiver may be running on the completion thread: wait for it, so
+  // the caller may free what the old receiver uses once this returns.
+  if (std::this_thread::get_id() != poller_.get_id()) {
+    std::lock_guard<std::mutex> wait(delivery_mu_);
+  }
 }
 
 void IbverbsTransport::SetErrorHandler(ErrorHandler handler) {
@@ -696,6 +703,7 @@ void IbverbsTransport::FinishPull(Peer& p) {
 }
 
 void IbverbsTransport::Deliver(Peer& p, Rank from, absl::string_view payload) {
+  std::lock_guard<std::mutex> delivering(delivery_mu_);
   std::shared_ptr<Receiver> receiver;
   {
     std::lock_guard<std::mutex> lock(mu_);

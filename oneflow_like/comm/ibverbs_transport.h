@@ -173,6 +173,7 @@ class IbverbsTransport final : public Transport {
   std::vector<std::unique_ptr<ibv_mr, int (*)(ibv_mr*)>> regions_;  // RegisterMemory's, peer-readable
 
   mutable std::mutex mu_;  // guards receiver_, error_handler_, connected_
+  std::mutex delivery_mu_;  // held by the completion thread while it calls the receiver
   std::shared_ptr<Receiver> receiver_;
   std::shared_ptr<ErrorHandler> error_handler_;
   bool connected_ = false;

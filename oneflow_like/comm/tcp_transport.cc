@@ -111,6 +111,11 @@ void TcpTransport::SetReceiver(Receiver receiver) {
     std::lock_guard<std::mutex> lock(mu_);
     receiver_ = std::make_shared<Receiver>(std::move(receiver));
   }
+  // A delivery to the old receiver may be running on the I/O thread: wait for it, so the caller
+  // may free what the old receiver uses once this returns (the runtime's teardown does).
+  if (std::this_thread::get_id() != io_thread_.get_id()) {
+    std::lock_guard<std::mutex> wait(delivery_mu_);
+  }
   Wake();  // the I/O thread delivers what arrived before
 }
 
@@ -377,6 +382,7 @@ void TcpTransport::BreakLink(int32_t peer, const absl::Status& status) {
 }
 
 void TcpTransport::Deliver(Rank from, ReceivedPayload* payload) {
+  std::lock_guard<std::mutex> delivering(delivery_mu_);
   std::shared_ptr<Receiver> receiver;
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -392,17 +398,20 @@ void TcpTransport::Deliver(Rank from, ReceivedPayload* payload) {
 
 void TcpTransport::DeliverQueued() {
   std::deque<ReceivedPayload> self_messages;
-  std::shared_ptr<Receiver> receiver;
   {
-    std::lock_guard<std::mutex> lock(mu_);
-    self_messages.swap(self_messages_);
-    receiver = receiver_;
-  }
-  if (receiver != nullptr) {
-    while (!undelivered_.empty()) {
-      std::pair<Rank, ReceivedPayload> message = std::move(undelivered_.front());
-      undelivered_.pop_front();
-      (*receiver)(message.first, message.second.view());
+    std::unique_lock<std::mutex> delivering(delivery_mu_);
+    std::shared_ptr<Receiver> receiver;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      self_messages.swap(self_messages_);
+      receiver = receiver_;
+    }
+    if (receiver != nullptr) {
+      while (!undelivered_.empty()) {
+        std::pair<Rank, ReceivedPayload> message = std::move(undelivered_.front());
+        undelivered_.pop_front();
+        (*receiver)(message.first, message.second.view());
+      }
     }
   }
   for (ReceivedPayload& message : self_messages) Deliver(Rank(options_.rank), &message);

@@ -146,6 +146,7 @@ class TcpTransport : public Transport {
   std::vector<std::unique_ptr<TcpLink>> links_;  // [rank]; null for this rank
 
   std::mutex mu_;
+  std::mutex delivery_mu_;  // held by the I/O thread while it calls a receiver (see SetReceiver)
   std::condition_variable link_up_changed_;
   std::vector<bool> link_up_;    // guarded by mu_
   bool connect_called_ = false;  // guarded by mu_

@@ -80,6 +80,35 @@ TEST_F(TrainerTest, DataParallelGptEqualsOneRank) {
   for (int step = 0; step < 3; ++step) EXPECT_NEAR(two[step], one[step], 1e-5 * one[step]) << "step " << step;
 }
 
+// The optimizers of the standard models write their variables in place (actor/inplace_updates.h):
+// every parameter for SGD (the MLP); every parameter and both Adam moments for AdamW (the GPT),
+// all but the step counter, whose next value the Adam ops read too; on every data-parallel
+// rank. The losses equal those of copying updates exactly.
+TEST_F(TrainerTest, StandardModelsUpdateInPlaceWithTheSameLosses) {
+  TrainerOptions mlp;
+  mlp.mlp = models::MlpConfig{.width = 16, .depth = 3};
+  mlp.batch = 8;
+  TrainerOptions gpt = TinyGpt();
+  gpt.layout.dp = 2;
+  for (const TrainerOptions& base : {mlp, gpt}) {
+    absl::StatusOr<std::unique_ptr<Trainer>> trainer = Trainer::Create(base, registry_.get());
+    ASSERT_TRUE(trainer.ok()) << trainer.status();
+    const bool is_gpt = base.model == Workload::kGpt;
+    const int64_t variables = is_gpt ? (*trainer)->session()->runtime(0)->VariableNames().size() : 6;
+    for (int rank = 0; rank < base.layout.dp; ++rank) {
+      const int64_t updates = (*trainer)->session()->runtime(rank)->num_inplace_updates();
+      if (is_gpt) {
+        EXPECT_EQ(updates + 1, variables) << "rank " << rank;
+      } else {
+        EXPECT_EQ(updates, variables) << "rank " << rank;  // 3 weights + 3 biases
+      }
+    }
+    TrainerOptions copying = base;
+    copying.inplace_updates = false;
+    EXPECT_EQ(Train(base, 3, registry_.get()), Train(copying, 3, registry_.get()));
+  }
+}
+
 // Recomputing the blocks in backward changes memory, not math; text data trains from bytes.
 TEST_F(TrainerTest, RecomputeAndTextDataKeepTheLosses) {
   TrainerOptions plain = TinyGpt();
