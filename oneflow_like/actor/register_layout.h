@@ -37,20 +37,14 @@ struct RegisterLayout {
     for (const TensorDesc& d : slots) total += d.byte_size();
     return total;
   }
-  // Views of the slots of one buffer, in slot order (what a remote "ready" carries, packed).
+  // Views of the slots of one buffer, in slot order (a remote "ready" carries them packed one
+  // after another; Unpack is the inverse).
   std::vector<absl::string_view> PayloadParts(int32_t buffer) const {
     std::vector<absl::string_view> parts;
     for (size_t s = 0; s < slots.size(); ++s) {
       parts.emplace_back(buffers[buffer] + slot_offsets[s], static_cast<size_t>(slots[s].byte_size()));
     }
     return parts;
-  }
-  // The slots of one buffer packed one after another (what a remote "ready" carries).
-  std::string Pack(int32_t buffer) const {
-    std::string out;
-    out.reserve(payload_bytes());
-    for (size_t s = 0; s < slots.size(); ++s) out.append(buffers[buffer] + slot_offsets[s], slots[s].byte_size());
-    return out;
   }
   absl::Status Unpack(int32_t buffer, absl::string_view bytes) const {
     if (buffer < 0 || buffer >= count) {

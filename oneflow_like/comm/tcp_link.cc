@@ -147,6 +147,7 @@ absl::Status TcpLink::SendWithTail(std::string head, absl::string_view tail) {
   header.sequence = next_send_sequence_++;
   EncodeFrameHeader(header, out.header);
   queue_.push_back(std::move(out));
+  // Written on attach, by the I/O thread, or by a busy direct writer when it is done.
   if (fd_.load() < 0 || queue_.size() > 1 || writer_busy_) return absl::OkStatus();
   absl::Status flushed = FlushLocked();  // non-blocking: EPOLLOUT takes over when the socket is full
   if (!flushed.ok() && failure_.ok()) failure_ = flushed;
@@ -164,27 +165,7 @@ void TcpLink::DetachTails(const char* begin, const char* end) {
 }
 
 absl::Status TcpLink::SendOwned(std::string payload) {
-  if (static_cast<int64_t>(payload.size()) > options_.max_frame_bytes) {
-    return absl::InvalidArgumentError(absl::StrCat("message of ", payload.size(), " bytes to rank ",
-                                                   options_.peer.value(), " exceeds max_frame_bytes (",
-                                                   options_.max_frame_bytes, "); split it or raise the limit"));
-  }
-  FrameHeader header{options_.self, options_.peer, 0, payload.size(), Crc32c(payload.data(), payload.size())};
-  Outgoing out;
-  out.payload_size = payload.size();
-  out.owned = std::move(payload);
-  std::lock_guard<std::mutex> lock(mu_);
-  if (!failure_.ok()) {
-    return absl::UnavailableError(absl::StrCat("link to rank ", options_.peer.value(), " is down: ", failure_.message()));
-  }
-  header.sequence = next_send_sequence_++;
-  EncodeFrameHeader(header, out.header);
-  queue_.push_back(std::move(out));
-  // Written on attach, by the I/O thread, or by a busy direct writer when it is done.
-  if (fd_.load() < 0 || queue_.size() > 1 || writer_busy_) return absl::OkStatus();
-  absl::Status flushed = FlushLocked();  // non-blocking: EPOLLOUT takes over when the socket is full
-  if (!flushed.ok() && failure_.ok()) failure_ = flushed;
-  return flushed;
+  return SendWithTail(std::move(payload), absl::string_view());  // the whole payload is the owned head
 }
 
 absl::Status TcpLink::SendIdleLocked(FrameHeader header, absl::string_view payload) {
