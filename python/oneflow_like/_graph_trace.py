@@ -1,0 +1,2 @@
+def active():
+    return False

@@ -1,0 +1,74 @@
+"""Process state of `oneflow_like`: the C++ engine (op registry, compiler, the job's processes)
+and caches of compiled eager plans. One per interpreter, created on import."""
+import atexit
+import collections
+
+from . import _C
+
+
+class _State:
+    def __init__(self):
+        self.engine = _C.Engine()
+        # Eager plans and their runners, by job text (LRU): a repeated op with the same
+        # signature (shapes, dtypes, placement, SBPs, attrs) reuses its compiled plan and its
+        # running actors. SPMD: every process performs the same ops, so caches evict alike.
+        self.plans = collections.OrderedDict()
+        self.max_plans = 128
+        self.local_engine = None  # local (non-global) tensors never leave this process
+        self.counter = 0
+        if self.engine.distributed:
+            self.engine.join()
+
+    def next_id(self):
+        self.counter += 1
+        return self.counter
+
+    def runner_for(self, text, world_size=0, gradients_of=(), local=False):
+        key = (text, tuple(gradients_of), local)
+        entry = self.plans.get(key)
+        if entry is not None:
+            self.plans.move_to_end(key)
+            return entry
+        plan = self.engine.compile(text, world_size=world_size, gradients_of=list(gradients_of),
+                                   gradients_only=bool(gradients_of))
+        engine = self.local() if local else self.engine
+        runner = engine.new_runner(plan)
+        self.plans[key] = runner
+        while len(self.plans) > self.max_plans:
+            _, old = self.plans.popitem(last=False)
+            old.close()
+        return runner
+
+    def local(self):
+        """An engine whose runners run every rank in this process (for local tensors)."""
+        if not self.engine.distributed:
+            return self.engine
+        if self.local_engine is None:
+            self.local_engine = _C.Engine(False)
+        return self.local_engine
+
+    def shutdown(self):
+        for runner in self.plans.values():
+            try:
+                runner.close()
+            except Exception:  # noqa: BLE001 - ending anyway
+                pass
+        self.plans.clear()
+        self.engine.shutdown()
+
+
+STATE = _State()
+
+
+@atexit.register
+def _at_exit():
+    import sys
+    if getattr(sys, "last_value", None) is not None or _at_exit.failed:
+        return  # an uncaught exception: let the process exit; peers see this rank die
+    try:
+        STATE.shutdown()
+    except Exception as e:  # noqa: BLE001
+        print(f"oneflow_like: shutdown failed: {e}", file=sys.stderr)
+
+
+_at_exit.failed = False

@@ -1,0 +1,126 @@
+"""Eager autograd. backward() replays the recorded ops from the leaves to the loss as one job, asks
+the compiler's autograd pass for the gradients of the leaves that require them (the same backward
+rules nn.Graph and oltrain use; no second implementation here), runs the compiled plan through the
+actor runtime and accumulates the results into each leaf's .grad."""
+import numpy as np
+
+from . import _job
+from . import sbp as sbp_mod
+from ._state import STATE
+from .tensor import Tensor, _LOCAL_PLACEMENT, _world, no_grad
+
+
+def backward(loss, gradient=None):
+    if gradient is not None:
+        loss = (loss * gradient).sum()
+    if tuple(loss.shape) != ():
+        raise RuntimeError(f"grad can be implicitly created only for scalar outputs (the tensor has shape "
+                           f"{list(loss.shape)}; pass gradient= or reduce it first)")
+    if not loss.requires_grad:
+        raise RuntimeError("backward(): the tensor does not require grad (no input of the ops that made it has "
+                           "requires_grad=True)")
+    if loss._node is None:  # a leaf: d loss / d loss = 1
+        _accumulate(loss, _ones_like(loss))
+        return
+    local = loss._placement is None
+    names, lines, feeds, variables, nodes = {}, [f'config(name="backward")'], {}, [], []
+
+    def leaf_name(t):
+        key = id(t)
+        if key not in names:
+            names[key] = t._name()
+            dt = _job.dtype_name(t._dtype)
+            where = f"placement={_LOCAL_PLACEMENT} sbp=[B]" if local else \
+                f"placement={t._placement.text} sbp={sbp_mod.to_text(t._sbp)}"
+            if t.requires_grad:
+                lines.append(f"{names[key]} = variable(shape={_job.shape_text(t._shape)}, dtype={dt}) {where}")
+                variables.append(t)
+            else:
+                lines.append(f"{names[key]} = input(shape={_job.shape_text(t._shape)}, dtype={dt}) {where}")
+                feeds[names[key]] = t
+        return names[key]
+
+    seen = set()
+
+    def visit(t):
+        node = t._node
+        if node is None or not t.requires_grad:
+            return leaf_name(t)
+        if node.nid not in seen:
+            seen.add(node.nid)
+            args = [visit(x) for x in node.inputs]
+            nodes.append((node, args))
+        return f"n{node.nid}_{t._out_index}"
+
+    root = visit(loss)
+    for node, args in nodes:
+        outs = ", ".join(f"n{node.nid}_{i}" for i in range(node.num_outputs))
+        attrs = dict(node.attrs)
+        where = ""
+        if "__to_global__" in attrs:
+            placement, sbp = attrs.pop("__to_global__")
+            where = f" placement={placement.text} sbp={sbp_mod.to_text(sbp)}"
+        lines.append(f"{outs} = {node.op_type}({', '.join(args)}{_job.attrs_text(attrs)}){where}")
+    if not variables:
+        raise RuntimeError("backward(): no leaf tensor requires grad")
+    lines.append(f"train({root}, optimizer=sgd(lr=1.0))")  # the optimizer is dropped: gradients only
+    text = "\n".join(lines) + "\n"
+    var_names = [names[id(v)] for v in variables]
+    runner = STATE.runner_for(text, world_size=1 if local else _world(), gradients_of=var_names, local=local)
+    for v, name in zip(variables, var_names):
+        if local:
+            runner.write_variable_shard(name, 0, np.ascontiguousarray(v._value))
+        else:
+            for r in runner.local_ranks:
+                if runner.holds(name, r):
+                    runner.write_variable_shard(name, r, v._shards[r])
+    for name, t in feeds.items():
+        if local:
+            runner.feed_shard(name, 0, np.ascontiguousarray(t._value))
+        else:
+            for r in runner.local_ranks:
+                if runner.holds(name, r):
+                    runner.feed_shard(name, r, t._shards[r])
+    runner.run_step()
+    for v, name in zip(variables, var_names):
+        gname = f"{name}/grad"
+        if local:
+            g = Tensor._local(runner.fetch_shards(gname, 0)[0])
+        else:
+            info = next(runner.binding(gname, r) for r in runner.plan.ranks if runner.binding(gname, r) is not None)
+            shards = {r: runner.fetch_shards(gname, r)[0] for r in runner.local_ranks if runner.holds(gname, r)}
+            g = Tensor._global(v._placement, sbp_mod.from_text(info["nd_sbp"]), info["logical_shape"], v._dtype, shards)
+            if g._sbp != v._sbp or not _same_layout(g, v):
+                with no_grad():
+                    g = g.to_global(placement=v._placement, sbp=v._sbp)
+        _accumulate(v, g)
+
+
+def _same_layout(a, b):
+    return a._placement == b._placement and a._sbp == b._sbp
+
+
+def _ones_like(t):
+    from . import creation
+    return creation.ones(*t._shape, dtype=t._dtype.type, placement=t._placement, sbp=t._sbp)
+
+
+def _accumulate(leaf, g):
+    if leaf.grad is None:
+        leaf.grad = g
+    else:
+        with no_grad():
+            leaf.grad = leaf.grad + g
+
+
+def grad(outputs, inputs):
+    """ol.autograd.grad(loss, [x, w]): the gradients without touching .grad."""
+    saved = [(t, t.grad) for t in inputs]
+    for t in inputs:
+        t.grad = None
+    try:
+        backward(outputs)
+        return [t.grad for t in inputs]
+    finally:
+        for t, g in saved:
+            t.grad = g
