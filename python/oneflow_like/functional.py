@@ -264,3 +264,11 @@ def _to(x, dtype):
 
 
 _install_methods()
+
+
+def op_bias_add(y, b):
+    return op("bias_add", y, b)
+
+
+def bias_add(y, b, axis=-1):
+    return op("bias_add", y, b, axis=int(axis))

@@ -68,6 +68,7 @@ class Tensor:
         self._tid = None
         self._lazy = None        # nn.Graph tracing: the tensor's name in the traced job
         self._sync = None        # nn.Graph parameters: pulls the runtime's value when stale
+        self._logical = None     # the logical array a global tensor was made from (no gather needed)
         self.requires_grad = False
         self.grad = None
         self.is_leaf = True
@@ -234,6 +235,9 @@ class Tensor:
         return self
 
     def backward(self, gradient=None, retain_graph=True):
+        if self._lazy is not None:
+            from . import _graph_trace
+            return _graph_trace.set_loss(self)
         from .autograd import backward
         backward(self, gradient)
 
@@ -246,6 +250,7 @@ class Tensor:
         if tuple(other._shape) != tuple(self._shape):
             raise ValueError(f"cannot assign a tensor of shape {list(other._shape)} to one of shape {list(self._shape)}")
         self._placement, self._sbp, self._shards, self._value = other._placement, other._sbp, other._shards, other._value
+        self._logical = other._logical
         self._dtype = other._dtype
 
     def __repr__(self):
@@ -307,7 +312,9 @@ def from_numpy_global(array, placement, sbp, pinned=True):
         parts = _C.shard(np.ascontiguousarray(array), nd, placement.hierarchy)
         for r in mine:
             shards[r] = parts[placement.index_of(r)]
-    return Tensor._global(placement, sbp, array.shape, array.dtype, shards, pinned)
+    t = Tensor._global(placement, sbp, array.shape, array.dtype, shards, pinned)
+    t._logical = array
+    return t
 
 
 def _local_to_global(t, placement, sbp):
