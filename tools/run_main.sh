@@ -10,6 +10,7 @@ cd "$(dirname "$0")/.."
 bash tools/setup.sh
 bash tools/bazel.sh build -c opt --color=no --curses=no //tools/train:oltrain 2>&1 \
   | grep -vE '^(INFO|Loading|Analyzing)' || true
+bash tools/install_python.sh 2>&1 | tail -1 || true   # import oneflow_like (the Python API) for /usr/bin/python3
 export OLRUN_TRAINER="$(bash tools/bazel.sh info -c opt bazel-bin 2>/dev/null)/tools/train/oltrain"
 port=$(/usr/bin/python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
 exec tools/olrun --nproc-per-node 4 --master-addr 127.0.0.1 --master-port "$port" \

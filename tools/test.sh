@@ -22,5 +22,7 @@ else
 fi
 if [ "$rc" -ne 0 ] && [ "$failed" -eq 0 ]; then failed=1; fi  # build failure: no target reported
 rm -f "$log"
+# `import oneflow_like` for /usr/bin/python3 (user site), from the extension the tests just built.
+bash tools/install_python.sh -c fastbuild 2>&1 | tail -1 || echo "install_python: failed (see tools/install_python.sh)"
 echo "${passed} passed, ${failed} failed"
 exit "$rc"

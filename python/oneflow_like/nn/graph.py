@@ -270,6 +270,10 @@ class Graph:
 
     # --- inspection ---------------------------------------------------------------------
     def __repr__(self):
+        return self.describe(all_ops=False)
+
+    def describe(self, all_ops=True):
+        """Each op with its SBP signature and placement (all_ops=False: forward ops only)."""
         head = f"{type(self).__name__}("
         if self._runner is None:
             mods = "\n".join(f"  ({n}): {type(m).__name__}" for n, m in self._modules.items())
@@ -287,9 +291,15 @@ class Graph:
         rows = [f"  plan {plan.hash}: {len(plan.ranks)} ranks, {plan.num_tasks} tasks, "
                 f"{plan.pieces_per_step} pieces per step, planned memory per rank "
                 f"{max(plan.planned_bytes.values()) / 2**20:.2f} MiB"]
+        hidden = 0
         for line in plan.sbp_decisions().splitlines():
             op_name = line.split(": ", 1)[0]
+            if not all_ops and "/" in op_name:
+                hidden += 1
+                continue
             rows.append(f"  {line}" + (f"  @{placements[op_name]}" if op_name in placements else ""))
+        if hidden:
+            rows.append(f"  (+{hidden} backward and optimizer ops: graph.describe(all_ops=True))")
         return head + "\n" + "\n".join(rows) + "\n)"
 
     def save(self, directory, step=None):

@@ -168,7 +168,11 @@ class Module:
         search chooses the layout inside nn.Graph (stored broadcast until then)."""
         for name, p in self.named_parameters():
             s = sbp(name, p) if callable(sbp) else sbp
-            p._assign(p.to_global(placement=placement, sbp=s))
+            if p._placement is None:  # a local module: its values are the logical values (same on every rank)
+                target = placement
+                p._assign(from_numpy_global(p._value, target, s if s is not None else [sbp_mod.broadcast] * target.ndim))
+            else:
+                p._assign(p.to_global(placement=placement, sbp=s))
             if s is None:
                 p._pinned = False
         return self
@@ -184,7 +188,10 @@ class Module:
                 keep = p._placement is not None and p._placement.ndim == placement.ndim
                 s = p._sbp if keep else [sbp_mod.broadcast] * placement.ndim
                 pinned = p._pinned if keep else False
-                p._assign(p.to_global(placement=placement, sbp=s))
+                if p._placement is None:
+                    p._assign(from_numpy_global(p._value, placement, s))
+                else:
+                    p._assign(p.to_global(placement=placement, sbp=s))
                 p._pinned = pinned
         return self
 
