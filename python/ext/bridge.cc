@@ -114,7 +114,8 @@ class RankRunner : public Runner {
     for (int32_t r : plan_.ranks()) holds_rank_ |= (r == ctx->rank());
     if (holds_rank_) {
       actor::RuntimeEnv env;
-      env.transport = ctx->transport();
+      channel_ = engine_->OpenChannel();
+      env.transport = channel_.get();
       env.allocator = &allocator_;
       env.registry = &engine_->registry();
       env.step_notifier = &notifier_;
@@ -226,6 +227,7 @@ class RankRunner : public Runner {
   bool closed_ = false;
   CpuAllocator allocator_;
   actor::StepNotifier notifier_;
+  std::unique_ptr<comm::Transport> channel_;  // outlives runtime_
   std::unique_ptr<actor::Runtime> runtime_;
 };
 
@@ -263,6 +265,7 @@ Engine::Engine(bool use_launcher_env) {
 
 Engine::~Engine() {
   if (context_ != nullptr && !shut_down_) (void)Shutdown();
+  hub_.reset();
 }
 
 std::vector<std::string> Engine::OpTypes() const { return registry_.Names(); }
@@ -317,6 +320,7 @@ absl::Status Engine::EnsureJoined() {
   if (shut_down_) return absl::FailedPreconditionError("the job has ended (ol.env.shutdown was called)");
   ASSIGN_OR_RETURN(train::DistributedEnv env, train::DistributedEnvFromEnviron());
   ASSIGN_OR_RETURN(context_, train::DistributedContext::Create(env));
+  hub_ = std::make_unique<ChannelHub>(context_->transport());
   return absl::OkStatus();
 }
 

@@ -33,6 +33,7 @@
 #include "oneflow_like/core/proto/plan.pb.h"
 #include "oneflow_like/core/tensor.h"
 #include "oneflow_like/train/distributed.h"
+#include "python/ext/channel_transport.h"
 
 namespace oneflow_like {
 namespace python {
@@ -89,6 +90,8 @@ class Engine {
 
   absl::StatusOr<std::unique_ptr<Runner>> NewRunner(const PlanProto& plan);
   train::DistributedContext* context() const { return context_.get(); }
+  // A channel of the job's transport for one more Runtime (channel_transport.h).
+  std::unique_ptr<comm::Transport> OpenChannel() { return hub_->Open(); }
   int64_t watchdog_ms() const { return watchdog_ms_; }
 
  private:
@@ -101,6 +104,7 @@ class Engine {
   int64_t sequence_ = 0;  // unique names for barriers and exchanges
   bool shut_down_ = false;
   std::unique_ptr<train::DistributedContext> context_;
+  std::unique_ptr<ChannelHub> hub_;  // after context_: destroyed first
 };
 
 // Runs one compiled plan, step after step.

@@ -258,7 +258,7 @@ class Graph:
             for r in runner.local_ranks:
                 if runner.holds(name, r):
                     firings = runner.fetch_shards(name, r)
-                    shards[r] = firings[0] if len(firings) == 1 else np.mean(np.stack(firings), axis=0).astype(firings[0].dtype)
+                    shards[r] = firings[0] if len(firings) == 1 else np.asarray(np.mean(np.stack(firings), axis=0), dtype=firings[0].dtype)
             proto = next(o for o in outs if o._lazy == name)
             if proto._placement is None:
                 values[name] = Tensor._local(shards[0])
