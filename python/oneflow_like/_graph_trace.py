@@ -154,6 +154,12 @@ def _lazy(name, shape, dtype, placement):
     return t
 
 
+def staged():
+    """Whether the op being traced runs inside a module given a stage placement (set_stage)."""
+    tracer = _Active.tracer
+    return tracer is not None and any(s is not None and s[1] is not None for _, s in tracer.scope)
+
+
 def record(op_type, inputs, attrs, num_outputs):
     tracer = _Active.tracer
     if tracer is None:

@@ -420,6 +420,8 @@ def run_op(op_type, inputs, attrs=None, num_outputs=1):
     attrs = dict(attrs or {})
     inputs = [_as_tensor(x, inputs) for x in inputs]
     if _graph_trace.active() or any(x._lazy is not None for x in inputs):
+        if "__placement__" not in attrs and not _graph_trace.staged():
+            _common_placement(op_type, inputs)  # (inside set_stage modules inputs move to the stage)
         outs = _graph_trace.record(op_type, inputs, attrs, num_outputs)
         return outs
     for x in inputs:
