@@ -45,7 +45,7 @@ class SessionRunner : public Runner {
     return absl::OkStatus();
   }
   ~SessionRunner() override {
-    if (!closed_) (void)Close();
+    if (!closed_ && session_ != nullptr) (void)Close();
   }
 
   std::vector<int32_t> local_ranks() const override {
@@ -88,7 +88,7 @@ class SessionRunner : public Runner {
     return meta.step;
   }
   absl::Status Close() override {
-    if (closed_) return absl::OkStatus();
+    if (closed_ || session_ == nullptr) return absl::OkStatus();
     closed_ = true;
     return session_->Close();
   }
@@ -104,7 +104,7 @@ class RankRunner : public Runner {
  public:
   RankRunner(const PlanProto& plan, Engine* engine) : Runner(plan), engine_(engine) {}
   ~RankRunner() override {
-    if (!closed_) (void)Close();
+    if (!closed_ && initialized_) (void)Close();
     if (runtime_ != nullptr) runtime_->Stop();
   }
 
@@ -122,7 +122,9 @@ class RankRunner : public Runner {
       ASSIGN_OR_RETURN(runtime_, actor::Runtime::Create(plan_, ctx->rank(), std::move(env)));
     }
     // No rank sends before every rank's runtime receives.
-    return engine_->Barrier("runner_created");
+    RETURN_IF_ERROR(engine_->Barrier("runner_created"));
+    initialized_ = true;
+    return absl::OkStatus();
   }
 
   std::vector<int32_t> local_ranks() const override {
@@ -224,6 +226,7 @@ class RankRunner : public Runner {
 
   Engine* engine_;
   bool holds_rank_ = false;
+  bool initialized_ = false;
   bool closed_ = false;
   CpuAllocator allocator_;
   actor::StepNotifier notifier_;

@@ -4,6 +4,11 @@ rules nn.Graph and oltrain use; no second implementation here), runs the compile
 actor runtime and accumulates the results into each leaf's .grad."""
 import numpy as np
 
+
+def _c(a):
+    """C-contiguous, keeping 0-d arrays 0-d (np.ascontiguousarray makes them 1-d)."""
+    return np.require(a, requirements="C")
+
 from . import _job
 from . import sbp as sbp_mod
 from ._state import STATE
@@ -69,14 +74,14 @@ def backward(loss, gradient=None):
     runner = STATE.runner_for(text, world_size=1 if local else _world(), gradients_of=var_names, local=local)
     for v, name in zip(variables, var_names):
         if local:
-            runner.write_variable_shard(name, 0, np.ascontiguousarray(v._value))
+            runner.write_variable_shard(name, 0, _c(v._value))
         else:
             for r in runner.local_ranks:
                 if runner.holds(name, r):
                     runner.write_variable_shard(name, r, v._shards[r])
     for name, t in feeds.items():
         if local:
-            runner.feed_shard(name, 0, np.ascontiguousarray(t._value))
+            runner.feed_shard(name, 0, _c(t._value))
         else:
             for r in runner.local_ranks:
                 if runner.holds(name, r):

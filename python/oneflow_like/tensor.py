@@ -6,6 +6,11 @@ import io
 
 import numpy as np
 
+
+def _c(a):
+    """C-contiguous, keeping 0-d arrays 0-d (np.ascontiguousarray makes them 1-d)."""
+    return np.require(a, requirements="C")
+
 from . import _C, _job
 from . import sbp as sbp_mod
 from ._state import STATE
@@ -309,7 +314,7 @@ def from_numpy_global(array, placement, sbp, pinned=True):
     shards = {}
     mine = local_ranks(placement)
     if mine:
-        parts = _C.shard(np.ascontiguousarray(array), nd, placement.hierarchy)
+        parts = _C.shard(_c(array), nd, placement.hierarchy)
         for r in mine:
             shards[r] = parts[placement.index_of(r)]
     t = Tensor._global(placement, sbp, array.shape, array.dtype, shards, pinned)
@@ -323,7 +328,7 @@ def _local_to_global(t, placement, sbp):
     placement = _check_placement(placement)
     pinned = sbp is not None
     sbp = sbp_mod.normalize(sbp if sbp is not None else [sbp_mod.broadcast] * placement.ndim, placement)
-    local = np.ascontiguousarray(t._value)
+    local = _c(t._value)
     # The logical shape: along every split axis the shards' sizes add up. In one process every
     # rank's shard is this array (each simulated rank ran the same code); under a launcher the
     # processes exchange their shard shapes.
@@ -384,7 +389,7 @@ def _run_plan(text, feeds, outputs, placement):
     runner = STATE.runner_for(text, world_size=1 if local else _world(), local=local)
     for name, t in feeds.items():
         if local:
-            runner.feed_shard(name, 0, np.ascontiguousarray(t._value))
+            runner.feed_shard(name, 0, _c(t._value))
             continue
         for r in runner.local_ranks:
             if runner.holds(name, r):

@@ -486,18 +486,12 @@ def test_global_scalar_results_feed_further_ops():
     assert isinstance(s.item(), float)
 
 
-@pytest.mark.xfail(reason="package bug: tensor.py _run_plan feeds local tensors with np.ascontiguousarray(), which "
-                          "turns a 0-d array into shape (1,), so any op on a local 0-d tensor fails with "
-                          "\"fed shard is float32[1], the plan expects float32[]\"", strict=True, raises=ValueError)
 def test_local_scalar_results_feed_further_ops():
     x = ol.tensor(_rand(6, 5, seed=60))
     s = x.sum()
     np.testing.assert_allclose((s * 2.0).numpy(), 2 * x.numpy().sum(), rtol=RTOL)
 
 
-@pytest.mark.xfail(reason="package bug: tensor.py from_numpy_global shards np.ascontiguousarray(array), which "
-                          "turns 0-d data into shape (1,), so a 0-d global tensor built from data cannot be "
-                          "assembled (numpy()) or used", strict=True, raises=ValueError)
 def test_global_scalar_from_data():
     t = ol.tensor(2.5, placement=PA, sbp=B)
     assert t.shape == ()

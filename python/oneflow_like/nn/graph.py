@@ -15,6 +15,11 @@ boxing, pipeline, memory plan) and later calls run the compiled plan through the
 """
 import numpy as np
 
+
+def _c(a):
+    """C-contiguous, keeping 0-d arrays 0-d (np.ascontiguousarray makes them 1-d)."""
+    return np.require(a, requirements="C")
+
 from .. import _C, _job
 from .. import sbp as sbp_mod
 from .. import _graph_trace
@@ -240,13 +245,13 @@ class Graph:
                 runner.feed_shard(name, r, a._shards[r])
                 continue
             if pieces == 1 and a._placement is None:
-                runner.feed_shard(name, r, np.ascontiguousarray(a._value))
+                runner.feed_shard(name, r, _c(a._value))
                 continue
             if logical is None:
                 logical = _logical(a)
             rows = logical.shape[0] // pieces
             for k in range(pieces):
-                runner.feed_shard(name, r, _shard_of(np.ascontiguousarray(logical[k * rows:(k + 1) * rows]), b))
+                runner.feed_shard(name, r, _shard_of(_c(logical[k * rows:(k + 1) * rows]), b))
 
     def _fetch(self):
         runner = self._runner
@@ -337,11 +342,11 @@ def _is_uncovered_variable(line, trainable, covered):
 
 
 def _logical(t):
-    return np.ascontiguousarray(t._value) if t._placement is None else \
+    return _c(t._value) if t._placement is None else \
         (t._logical if getattr(t, "_logical", None) is not None else t.numpy())
 
 
 def _shard_of(logical, binding):
     h = binding["hierarchy"]
     idx = int(np.ravel_multi_index(binding["mesh_coords"], h)) if h else 0
-    return _C.shard(np.ascontiguousarray(logical), binding["nd_sbp"], h)[idx]
+    return _C.shard(_c(logical), binding["nd_sbp"], h)[idx]

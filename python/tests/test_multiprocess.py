@@ -1,0 +1,70 @@
+"""Python scripts under olrun (one process per rank over TCP): the same losses as one process,
+SBP transitions across processes, and a failing rank ends the job naming it."""
+import os
+import socket
+import subprocess
+import sys
+
+import numpy as np
+
+import oneflow_like as ol
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+PYPATH = os.path.dirname(os.path.dirname(os.path.abspath(ol.__file__)))
+sys.path.insert(0, os.path.join(ROOT, "examples"))
+import train_gpt  # noqa: E402
+
+
+def olrun(args, nproc=4, timeout=240):
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    env = dict(os.environ, PYTHONPATH=PYPATH, OL_WATCHDOG_MS="30000")
+    for k in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT"):
+        env.pop(k, None)
+    cmd = [sys.executable, os.path.join(ROOT, "tools/olrun"), "--nproc-per-node", str(nproc), "--master-addr",
+           "127.0.0.1", "--master-port", str(port)] + args
+    return subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout)
+
+
+SMALL = ["--steps", "4", "--batch", "8", "--seq-len", "16", "--n-embd", "32"]
+
+
+def test_train_gpt_2d_and_pipeline_match_one_process(tmp_path):
+    expected = train_gpt.main(SMALL)
+    for layout in (["--dp", "2", "--tp", "2"], ["--dp", "2", "--pipeline", "--micro-batches", "2"]):
+        out = str(tmp_path / "losses.txt")
+        r = olrun([os.path.join(ROOT, "examples/train_gpt.py")] + SMALL + layout + ["--losses-out", out])
+        assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+        losses = [float(v) for v in open(out).read().split()]
+        np.testing.assert_allclose(losses, expected, rtol=1e-5, atol=1e-6, err_msg=" ".join(layout))
+
+
+def test_global_tensor_tour_under_olrun():
+    r = olrun([os.path.join(ROOT, "examples/global_tensor_tour.py")])
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    assert "equal=False" not in r.stdout
+    assert r.stdout.count("equal=True") >= 14
+    assert "rank 3: local shard of the S(0) tensor has shape [1, 7]" in r.stdout
+
+
+def test_failing_rank_ends_the_job_naming_it(tmp_path):
+    script = tmp_path / "fail.py"
+    script.write_text(
+        "import numpy as np\nimport oneflow_like as ol\n"
+        "p = ol.placement('cpu', ranks=[0, 1])\n"
+        "x = ol.tensor(np.ones((4, 4), np.float32), placement=p, sbp=ol.sbp.split(0))\n"
+        "if ol.env.get_rank() == 1:\n    raise SystemExit('rank 1 gives up')\n"
+        "print((x + x).to_global(sbp=ol.sbp.broadcast).numpy().sum())\n")
+    r = olrun([str(script)], nproc=2, timeout=120)
+    assert r.returncode != 0
+    assert "rank 1" in r.stdout + r.stderr
+
+
+def test_placement_outside_the_world(tmp_path):
+    script = tmp_path / "bad.py"
+    script.write_text("import oneflow_like as ol\nol.placement('cpu', ranks=[0, 5])\n")
+    r = olrun([str(script)], nproc=2, timeout=120)
+    assert r.returncode != 0
+    assert "WORLD_SIZE=2" in r.stdout + r.stderr
