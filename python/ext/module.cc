@@ -246,10 +246,12 @@ PYBIND11_MODULE(_C, m) {
     return py::make_tuple(p.ToString(), ranks, p.hierarchy());
   });
   m.def("check_nd_sbp", [](const std::string& text) { return ParseNd(text).ToString(); });
-  m.def("validate_nd_sbp", [](const std::string& nd, const std::vector<int64_t>& shape, const std::string& placement) {
+  // allow_empty_shards=false: as the compiler, which refuses splits with more parts than elements.
+  m.def("validate_nd_sbp", [](const std::string& nd, const std::vector<int64_t>& shape, const std::string& placement,
+                              bool allow_empty_shards) {
     Placement p = Take(Placement::Parse(placement));
-    Check(ValidateNdSbp(ParseNd(nd), Shape(shape), p, /*allow_empty_shards=*/true));
-  });
+    Check(ValidateNdSbp(ParseNd(nd), Shape(shape), p, allow_empty_shards));
+  }, py::arg("nd"), py::arg("shape"), py::arg("placement"), py::arg("allow_empty_shards") = true);
   // Logical array -> one shard per device of the mesh (parallel-id order).
   m.def("shard", [](const py::array& logical, const std::string& nd, const std::vector<int64_t>& hierarchy) {
     std::vector<Tensor> shards = Take(ShardTensor(FromNumpy(logical), ParseNd(nd), Hierarchy(hierarchy)));

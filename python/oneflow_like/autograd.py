@@ -65,6 +65,12 @@ def backward(loss, gradient=None):
         if "__to_global__" in attrs:
             placement, sbp = attrs.pop("__to_global__")
             where = f" placement={placement.text} sbp={sbp_mod.to_text(sbp)}"
+            if placement != node.inputs[0]._placement and any(s.kind == "P" for s in sbp):
+                # as Tensor.to_global: into P across placements via B on the destination
+                hop = f"n{node.nid}_hop"
+                lines.append(f"{hop} = identity({args[0]}) placement={placement.text} "
+                             f"sbp={sbp_mod.to_text([sbp_mod.broadcast] * placement.ndim)}")
+                args = [hop]
         lines.append(f"{outs} = {node.op_type}({', '.join(args)}{_job.attrs_text(attrs)}){where}")
     if not variables:
         raise RuntimeError("backward(): no leaf tensor requires grad")
@@ -94,11 +100,30 @@ def backward(loss, gradient=None):
         else:
             info = next(runner.binding(gname, r) for r in runner.plan.ranks if runner.binding(gname, r) is not None)
             shards = {r: runner.fetch_shards(gname, r)[0] for r in runner.local_ranks if runner.holds(gname, r)}
-            g = Tensor._global(v._placement, sbp_mod.from_text(info["nd_sbp"]), info["logical_shape"], v._dtype, shards)
+            # The gradient lives where the compiler computed it (the consumers' placement).
+            g = Tensor._global(binding_placement(runner, gname), sbp_mod.from_text(info["nd_sbp"]),
+                               info["logical_shape"], v._dtype, shards)
             if g._sbp != v._sbp or not _same_layout(g, v):
                 with no_grad():
                     g = g.to_global(placement=v._placement, sbp=v._sbp)
         _accumulate(v, g)
+
+
+def binding_placement(runner, name):
+    """The placement of a plan's binding: its ranks in mesh order, shaped as its hierarchy."""
+    from .placement import placement as Placement
+    held = []
+    for r in runner.plan.ranks:
+        b = runner.binding(name, r)
+        if b is not None:
+            h = b["hierarchy"]
+            held.append((int(np.ravel_multi_index(b["mesh_coords"], h)) if h else 0, r, h))
+    held.sort()
+    ranks = [r for _, r, _ in held]
+    h = held[0][2]
+    if len(h) == 2:
+        ranks = [ranks[i * h[1]:(i + 1) * h[1]] for i in range(h[0])]
+    return Placement("cpu", ranks)
 
 
 def _same_layout(a, b):

@@ -69,7 +69,7 @@ def _filled(kind, size, dtype, placement, sbp, requires_grad, a=0.0, b=0.0, seed
         pinned = sbp is not None
         sbp = sbp_mod.normalize(sbp if sbp is not None else [sbp_mod.broadcast] * placement.ndim, placement)
         nd = sbp_mod.to_text(sbp)
-        _C.validate_nd_sbp(nd, shape, placement.text)
+        _C.validate_nd_sbp(nd, shape, placement.text, False)
         shards = {}
         for r in local_ranks(placement):
             idx = placement.index_of(r)

@@ -39,7 +39,16 @@ def mul(a, b):
 def div(a, b):
     if _scalar(b):
         return op("scalar_mul", a, value=1.0 / float(b))
+    if _scalar(a):  # scalar / tensor: a 0-d operand broadcast by the op
+        return op("div", np.array(a, dtype=b._dtype), b)
     return op("div", a, b)
+
+
+def _dim(d, n, what="dim"):
+    d = int(d)
+    if not -n <= d < n:
+        raise IndexError(f"Dimension out of range (expected {what} in [{-n}, {n - 1}], but got {d})")
+    return d % n
 
 
 def neg(x):
@@ -112,7 +121,8 @@ def reshape(x, *shape):
 def transpose(x, dim0=0, dim1=1):
     n = x.ndim
     perm = list(range(n))
-    perm[dim0 % n], perm[dim1 % n] = perm[dim1 % n], perm[dim0 % n]
+    dim0, dim1 = _dim(dim0, n), _dim(dim1, n)
+    perm[dim0], perm[dim1] = perm[dim1], perm[dim0]
     return op("transpose", x, perm=perm)
 
 
@@ -126,7 +136,7 @@ def _axes(dim, n):
     if dim is None:
         return []
     dims = dim if isinstance(dim, (list, tuple)) else [dim]
-    return sorted(int(d) % n for d in dims)
+    return sorted(_dim(d, n) for d in dims)
 
 
 def sum(x, dim=None, keepdim=False):  # noqa: A001 - torch's name
@@ -149,14 +159,14 @@ def embedding(ids, table):
 
 
 def cat(tensors, dim=0):
-    return op("concat", *tensors, axis=int(dim) % tensors[0].ndim)
+    return op("concat", *tensors, axis=_dim(dim, tensors[0].ndim))
 
 
 concat = cat
 
 
 def split(x, split_size_or_sections, dim=0):
-    dim = int(dim) % x.ndim
+    dim = _dim(dim, x.ndim)
     n = x.shape[dim]
     if isinstance(split_size_or_sections, int):
         sizes = [split_size_or_sections] * (n // split_size_or_sections)
@@ -229,6 +239,7 @@ def _install_methods():
     T.__mul__ = lambda a, b: mul(a, b)
     T.__rmul__ = lambda a, b: mul(b, a)
     T.__truediv__ = lambda a, b: div(a, b)
+    T.__rtruediv__ = lambda a, b: div(b, a)
     T.__neg__ = neg
     T.__matmul__ = lambda a, b: matmul(a, b)
     T.__pow__ = _pow

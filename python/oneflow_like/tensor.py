@@ -213,6 +213,12 @@ class Tensor:
         sbp = sbp_mod.normalize(sbp if sbp is not None else _default_sbp(self, placement), placement)
         if placement == self._placement and sbp == self._sbp:
             out = Tensor._global(placement, sbp, self._shape, self._dtype, dict(self._shards), pinned)
+        elif placement != self._placement and any(s.kind == "P" for s in sbp):
+            # Cross-placement boxing into P is lowered with zero-filled shards that a rank without a
+            # source value cannot pace (compiler limitation): move as B first, then make it P there.
+            moved = _boxing(self, placement, [sbp_mod.broadcast] * placement.ndim)
+            out = _boxing(moved, placement, sbp)
+            out._pinned = pinned
         else:
             out = _boxing(self, placement, sbp)
             out._pinned = pinned
@@ -310,7 +316,7 @@ def from_numpy_global(array, placement, sbp, pinned=True):
     placement = _check_placement(placement)
     sbp = sbp_mod.normalize(sbp, placement)
     nd = sbp_mod.to_text(sbp)
-    _C.validate_nd_sbp(nd, list(array.shape), placement.text)
+    _C.validate_nd_sbp(nd, list(array.shape), placement.text, False)
     shards = {}
     mine = local_ranks(placement)
     if mine:
@@ -344,18 +350,22 @@ def _local_to_global(t, placement, sbp):
             raise ValueError(f"to_global: rank {r} holds a local tensor of shape {list(s or [])}, rank "
                              f"{placement.flat_ranks[0]} one of shape {list(per_rank[placement.flat_ranks[0]])}")
     logical = list(per_rank[placement.flat_ranks[0]])
+    split_axes = {}  # tensor axis -> the mesh axes splitting it
     for axis, s in enumerate(sbp):
         if s.kind != "S":
             continue
         if s.axis >= local.ndim:
             raise ValueError(f"to_global: {s!r} splits axis {s.axis} but the local tensor has {local.ndim} axes")
-        # Sum the shard sizes along this mesh axis (coordinate 0 on every other axis).
+        split_axes.setdefault(s.axis, []).append(axis)
+    for tensor_axis, mesh_axes in split_axes.items():
+        # The shard sizes along this tensor axis add up over the devices that differ only on the
+        # mesh axes splitting it (coordinate 0 on every other mesh axis).
         total = 0
         for idx, r in enumerate(placement.flat_ranks):
             coords = np.unravel_index(idx, placement.hierarchy)
-            if all(c == 0 for a, c in enumerate(coords) if a != axis):
-                total += per_rank[r][s.axis]
-        logical[s.axis] = total
+            if all(c == 0 for a, c in enumerate(coords) if a not in mesh_axes):
+                total += per_rank[r][tensor_axis]
+        logical[tensor_axis] = total
     nd = sbp_mod.to_text(sbp)
     _C.validate_nd_sbp(nd, logical, placement.text)
     for idx, r in enumerate(placement.flat_ranks):

@@ -152,9 +152,6 @@ def test_scalar(op, sbp):
     check(*SCALAR[op], [(_rand(6, 5, seed=6), sbp, True)], _pl(sbp), seed=len(op))
 
 
-@pytest.mark.xfail(reason="package bug: Tensor has no __rtruediv__ (functional.py _install_methods), so "
-                          "`scalar / tensor` raises TypeError; ol.div(2.0, x) fails too (0-d scalar operand)",
-                   strict=True, raises=TypeError)
 @pytest.mark.parametrize("sbp", [S0, None], ids=["S0", "local"])
 def test_scalar_divided_by_tensor(sbp):
     a = np.abs(_rand(6, 5, seed=7)) + 0.5

@@ -106,10 +106,6 @@ def test_split_into_more_parts_than_elements():
         ol.tensor(_z(2, 5), placement=P3, sbp=S0).to_global(sbp=B)
 
 
-@pytest.mark.xfail(reason="package bug: ol.tensor / ol.zeros accept a split with more parts than elements (they "
-                          "create an empty shard); only the first op or to_global on the tensor fails, in the "
-                          "compiler ('... so some shards would be empty'), far from the cause", strict=True,
-                   raises=pytest.fail.Exception)
 def test_split_into_more_parts_than_elements_rejected_at_creation():
     with pytest.raises(ValueError, match="would be empty"):
         ol.tensor(_z(2, 5), placement=P3, sbp=S0)
@@ -258,10 +254,6 @@ def test_loss_and_embedding_argument_errors():
         ol.embedding(table, ol.tensor(np.zeros(3, np.int64), placement=PA, sbp=B))  # arguments swapped
 
 
-@pytest.mark.xfail(reason="package bug: functional.py wraps dims modulo ndim (_axes: int(d) % n; transpose: dim % n; "
-                          "split/cat: dim % ndim), so an out-of-range dim silently picks another axis instead of "
-                          "raising like torch's 'Dimension out of range'", strict=True,
-                   raises=pytest.fail.Exception)
 @pytest.mark.parametrize("fn", [lambda x: ol.sum(x, dim=5), lambda x: ol.mean(x, dim=2),
                                 lambda x: ol.transpose(x, 0, 2), lambda x: ol.split(x, 1, dim=3)],
                          ids=["sum", "mean", "transpose", "split"])

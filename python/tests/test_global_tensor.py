@@ -254,10 +254,6 @@ def test_to_global_placement_change_keeps_or_resets_sbp():
     _assert_global(z, a, MESH22, (B, B))
 
 
-@pytest.mark.xfail(reason="package bug: boxing to a partial_sum SBP on a placement with ranks outside the source "
-                          "placement crashes the interpreter (SIGSEGV in python/ext/bridge.cc SessionRunner::Close, "
-                          "session_ is null after actor::Session::Create failed)", strict=True,
-                   raises=AssertionError)
 @pytest.mark.parametrize("src_ranks,dst_ranks", [([0, 1], [1, 2, 3]), ([0, 1], [2, 3])])
 def test_to_global_partial_sum_onto_new_ranks(src_ranks, dst_ranks):
     r = _run_isolated(f"""
@@ -392,10 +388,6 @@ def test_local_to_global_default_sbp_is_broadcast():
     _assert_global(g, a, MESH22, (B, B))
 
 
-@pytest.mark.xfail(reason="package bug: tensor.py _local_to_global sets logical[s.axis] = total per mesh axis "
-                          "instead of accumulating, so two mesh axes splitting the same tensor axis give the wrong "
-                          "logical shape and a ValueError", strict=True,
-                   raises=ValueError)
 def test_local_to_global_same_axis_split_by_both_mesh_axes():
     a = _data((3, 5), seed=21)
     g = ol.tensor(a).to_global(placement=MESH22, sbp=(S0, S0))
@@ -527,10 +519,6 @@ def test_to_global_propagates_grad_through_boxing():
     np.testing.assert_allclose(x.grad.numpy(), c, rtol=1e-5, atol=1e-6)
 
 
-@pytest.mark.xfail(reason="package bug: autograd.py backward wraps the fetched '<leaf>/grad' shards with the leaf's "
-                          "placement (Tensor._global(v._placement, ...)) although they were produced on the "
-                          "consumer's placement, so x.grad holds shards of ranks outside x.placement and "
-                          "x.grad.numpy() raises KeyError", strict=True, raises=KeyError)
 def test_to_global_grad_through_placement_change():
     rs = np.random.RandomState(24)
     a, c = rs.randn(5, 7).astype(np.float32), rs.randn(5, 7).astype(np.float32)
@@ -541,10 +529,6 @@ def test_to_global_grad_through_placement_change():
     np.testing.assert_allclose(x.grad.numpy(), c, rtol=1e-5, atol=1e-6)
 
 
-@pytest.mark.xfail(reason="package bug: backward() of a loss computed only from a tensor moved to another placement "
-                          "fails to compile: the backward job's seed gradient (a fill op) lands on ranks that hold "
-                          "no input or variable ('has no inputs and rank 2 holds no input or variable to pace its "
-                          "firings')", strict=True, raises=ValueError)
 def test_backward_of_loss_on_another_placement():
     a = _data((5, 7), seed=25)
     x = ol.tensor(a, placement=PA, sbp=S0, requires_grad=True)

@@ -102,6 +102,24 @@ absl::Status Lowerer::EmitOp(OpId op_id) {
         pacing[d] = paced->registers[at - ranks.begin()];
       }
     }
+    // No source on this rank (e.g. the loss gradient's seed on a pipeline's or a placement's
+    // last ranks that hold only activations): the latest piece-rate value produced on this rank
+    // before this op paces it (the loss itself, for the seed).
+    int64_t best_position = -1;
+    for (const TensorNode& t : graph_.tensors()) {
+      if (pacing[d] >= 0 && best_position < 0) break;
+      if (t.is_source()) continue;
+      const Value& produced = native_[t.id.value()];
+      if (produced.registers.empty() || produced.step_rate || produced.position >= position ||
+          produced.position <= best_position) {
+        continue;
+      }
+      const std::vector<Rank>& ranks = produced.placement.ranks();
+      const auto at = std::find(ranks.begin(), ranks.end(), placement.ranks()[d]);
+      if (at == ranks.end()) continue;
+      pacing[d] = produced.registers[at - ranks.begin()];
+      best_position = produced.position;
+    }
     if (pacing[d] < 0) {
       return absl::InvalidArgumentError(absl::StrCat("op '", op.name, "' (", op.type, ") has no inputs and rank ",
                                                      placement.ranks()[d].value(),

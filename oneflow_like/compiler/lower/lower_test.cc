@@ -77,6 +77,23 @@ TEST(LowerTest, OpsWithoutInputsArePacedPerPieceByASourceOnTheirRank) {
               {"op 'c' (fill) has no inputs", "rank 1 holds no input or variable"});
 }
 
+// A rank that holds no source but values produced before the op (the loss gradient's seed
+// on the ranks that computed the loss from activations moved there): the latest such value
+// paces it.
+TEST(LowerTest, OpsWithoutInputsOnRanksWithoutSourcesArePacedByTheLatestValueThere) {
+  absl::StatusOr<PlanProto> plan = LowerText(
+      "x = input(shape=[4]) placement=cpu:[0]\n"
+      "y = identity(x) placement=cpu:[1]\n"
+      "y2 = relu(y)\n"
+      "c = fill(shape=[4], value=2.0) placement=cpu:[1]\n"
+      "z = add(y2, c)\n"
+      "output(z)\n");
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  const TaskProto& fill = FindTask(*plan, "c@r1");
+  ASSERT_EQ(fill.consumed_register_ids_size(), 1);
+  EXPECT_EQ(fill.consumed_register_ids(0), FindRegisterByName(*plan, "y2@r1").id());
+}
+
 TEST(LowerTest, ComputeParamsCarryAttrsAndShards) {
   const PlanProto plan = LowerTextOrDie(MlpText(1), {}, AddMlpUpdates);
   const TaskProto& h1 = FindTask(plan, "h@r1");
