@@ -53,7 +53,9 @@ class SGD(Optimizer):
                          weight_decay=float(d["weight_decay"]))
             else:
                 from .tensor import zeros_like
-                buf = self.state.get(id(p)) or zeros_like(p)
+                buf = self.state.get(id(p))
+                if buf is None:
+                    buf = zeros_like(p)
                 new, buf = run_op("sgd_update", [p.detach_value(), p.grad, buf],
                                   {"lr": float(d["lr"]), "momentum": float(d["momentum"]),
                                    "weight_decay": float(d["weight_decay"])}, 2)

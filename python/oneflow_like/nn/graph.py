@@ -259,17 +259,27 @@ class Graph:
         values = {}
         for name in names:
             info = next((runner.binding(name, r) for r in runner.plan.ranks if runner.binding(name, r) is not None), None)
-            shards = {}
-            for r in runner.local_ranks:
-                if runner.holds(name, r):
-                    firings = runner.fetch_shards(name, r)
-                    shards[r] = firings[0] if len(firings) == 1 else np.asarray(np.mean(np.stack(firings), axis=0), dtype=firings[0].dtype)
+            firings = {r: runner.fetch_shards(name, r) for r in runner.local_ranks if runner.holds(name, r)}
             proto = next(o for o in outs if o._lazy == name)
-            if proto._placement is None:
-                values[name] = Tensor._local(shards[0])
-            else:
-                values[name] = Tensor._global(proto._placement, sbp_mod.from_text(info["nd_sbp"]), info["logical_shape"],
-                                              proto._dtype, shards)
+            count = len(next(iter(firings.values()))) if firings else runner.pieces_per_step
+            if not info["logical_shape"] and count > 1:  # a scalar per micro-batch (the loss): their mean
+                firings = {r: [np.asarray(np.mean(np.stack(f), axis=0), dtype=f[0].dtype)] for r, f in firings.items()}
+                count = 1
+            pieces = []
+            for k in range(count):
+                shards = {r: f[k] for r, f in firings.items()}
+                if proto._placement is None:
+                    pieces.append(Tensor._local(shards[0]))
+                else:
+                    pieces.append(Tensor._global(proto._placement, sbp_mod.from_text(info["nd_sbp"]),
+                                                 info["logical_shape"], proto._dtype, shards))
+            if len(pieces) == 1:
+                values[name] = pieces[0]
+            else:  # one value per micro-batch: the whole batch again, along axis 0
+                from ..functional import cat
+                from ..tensor import no_grad
+                with no_grad():
+                    values[name] = cat(pieces, dim=0)
         result = [values[o._lazy] for o in outs]
         return result[0] if single else tuple(result)
 
