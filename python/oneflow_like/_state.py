@@ -2,6 +2,7 @@
 and caches of compiled eager plans. One per interpreter, created on import."""
 import atexit
 import collections
+import sys
 
 from . import _C
 
@@ -60,11 +61,25 @@ class _State:
 STATE = _State()
 
 
+def _excepthook(kind, value, tb):
+    """An uncaught exception under a launcher: tell every process this rank fails (they stop with a
+    message naming it) instead of waiting in the job's closing barrier."""
+    _at_exit.failed = True
+    try:
+        if STATE.engine.distributed:
+            STATE.engine.abort(f"rank {STATE.engine.rank}: uncaught {kind.__name__}: {value}")
+    finally:
+        _previous_hook(kind, value, tb)
+
+
+_previous_hook = sys.excepthook
+sys.excepthook = _excepthook
+
+
 @atexit.register
 def _at_exit():
-    import sys
-    if getattr(sys, "last_value", None) is not None or _at_exit.failed:
-        return  # an uncaught exception: let the process exit; peers see this rank die
+    if _at_exit.failed:
+        return  # an uncaught exception: the process exits non-zero; peers were told
     try:
         STATE.shutdown()
     except Exception as e:  # noqa: BLE001

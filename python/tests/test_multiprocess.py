@@ -68,3 +68,18 @@ def test_placement_outside_the_world(tmp_path):
     r = olrun([str(script)], nproc=2, timeout=120)
     assert r.returncode != 0
     assert "WORLD_SIZE=2" in r.stdout + r.stderr
+
+
+def test_exception_on_one_rank_stops_every_rank_with_its_message(tmp_path):
+    script = tmp_path / "raise.py"
+    script.write_text(
+        "import numpy as np\nimport oneflow_like as ol\n"
+        "p = ol.placement('cpu', ranks=[0, 1])\n"
+        "x = ol.tensor(np.ones((4, 4), np.float32), placement=p, sbp=ol.sbp.split(0))\n"
+        "if ol.env.get_rank() == 1:\n    raise RuntimeError('bad data on rank 1')\n"
+        "print((x + x).to_global(sbp=ol.sbp.broadcast).numpy().sum())\n")
+    r = olrun([str(script)], nproc=2, timeout=120)
+    assert r.returncode != 0
+    # rank 0 stops at once (no watchdog wait) with rank 1's exception in its message
+    assert "[rank 0]" in r.stdout + r.stderr
+    assert "uncaught RuntimeError: bad data on rank 1" in r.stdout + r.stderr
