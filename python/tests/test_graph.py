@@ -193,3 +193,42 @@ def test_graph_bad_input():
 
     with pytest.raises(ValueError, match="matmul"):
         H()(ol.ones(2, 3, placement=p, sbp=ol.sbp.broadcast), ol.ones(2, 3, placement=p, sbp=ol.sbp.broadcast))
+
+
+def test_accumulation_calls_equal_micro_batches():
+    """set_accumulation_calls(2) over two half batches == one call split into 2 micro-batches."""
+    p = ol.placement("cpu", ranks=[0, 1])
+    x = np.random.default_rng(3).standard_normal((8, 5)).astype(np.float32)
+    y = np.array([0, 1, 2, 0, 1, 2, 0, 1])
+    results = []
+    for mode in ("micro", "calls"):
+        ol.manual_seed(11)
+        model = ResidualMLP(5, 8, 3, blocks=1)
+        model.to_global(p, ol.sbp.broadcast)
+
+        class G(ol.nn.Graph):
+            def __init__(self):
+                super().__init__()
+                self.model = model
+                self.add_optimizer(ol.optim.SGD(model.parameters(), lr=0.5))
+                if mode == "micro":
+                    self.config.set_gradient_accumulation_steps(2)
+                else:
+                    self.config.set_accumulation_calls(2)
+
+            def build(self, a, b):
+                loss = ol.cross_entropy(self.model(a), b)
+                loss.backward()
+                return loss
+
+        g = G()
+        for _ in range(2):
+            if mode == "micro":
+                g(ol.tensor(x, placement=p, sbp=ol.sbp.split(0)), ol.tensor(y, placement=p, sbp=ol.sbp.split(0)))
+            else:
+                assert g(ol.tensor(x[:4], placement=p, sbp=ol.sbp.split(0)),
+                         ol.tensor(y[:4], placement=p, sbp=ol.sbp.split(0))) is None  # no update yet
+                g(ol.tensor(x[4:], placement=p, sbp=ol.sbp.split(0)), ol.tensor(y[4:], placement=p, sbp=ol.sbp.split(0)))
+        results.append({k: v.numpy() for k, v in model.state_dict().items()})
+    for k in results[0]:
+        np.testing.assert_allclose(results[1][k], results[0][k], rtol=1e-5, atol=1e-6, err_msg=k)

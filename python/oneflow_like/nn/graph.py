@@ -171,22 +171,34 @@ class Graph:
                 p._synced_step = 0
 
     # --- variables between Python and the runtime ---------------------------------------
+    def _needs_logical(self, name, t, pieces=1):
+        """Whether some rank's binding of `name` is not a shard `t` holds as is. The same answer on
+        every process (it reads every rank's binding), so the gather it triggers is collective."""
+        runner = self._runner
+        if t._placement is None:
+            return False
+        for r in runner.plan.ranks:
+            b = runner.binding(name, r)
+            if b is None:
+                continue
+            if pieces > 1 or r not in t._placement.flat_ranks or sbp_mod.from_text(b["nd_sbp"]) != t._sbp or \
+                    b["hierarchy"] != t._placement.hierarchy:
+                return True
+        return False
+
     def _push(self, name, t):
         runner = self._runner
-        logical = None
+        logical = _logical(t) if self._needs_logical(name, t) else None
         for r in runner.local_ranks:
             b = runner.binding(name, r)
             if b is None:
                 continue
-            if t._placement is not None and sbp_mod.from_text(b["nd_sbp"]) == t._sbp and r in (t._shards or {}):
+            if t._placement is None:
+                runner.write_variable_shard(name, r, _shard_of(_c(t._value), b))
+            elif logical is None:
                 runner.write_variable_shard(name, r, t._shards[r])
-                continue
-            if logical is None:
-                logical = _logical(t)
-            runner.write_variable_shard(name, r, _shard_of(logical, b))
-        if logical is None and t._placement is not None and STATE.engine.distributed and \
-                not any(runner.binding(name, r) for r in runner.local_ranks):
-            pass
+            else:
+                runner.write_variable_shard(name, r, _shard_of(logical, b))
 
     def _pull(self, p):
         if getattr(p, "_synced_step", 0) == self._steps or self._runner is None:
@@ -236,19 +248,20 @@ class Graph:
     def _feed(self, name, a, pieces):
         runner = self._runner
         logical = None
+        if a._placement is None:
+            logical = _c(a._value)
+        elif self._needs_logical(name, a, pieces):
+            logical = _logical(a)
         for r in runner.local_ranks:
             b = runner.binding(name, r)
             if b is None:
                 continue
-            same = a._placement is not None and sbp_mod.from_text(b["nd_sbp"]) == a._sbp and a._shards and r in a._shards
-            if pieces == 1 and same:
+            if logical is None:
                 runner.feed_shard(name, r, a._shards[r])
                 continue
-            if pieces == 1 and a._placement is None:
-                runner.feed_shard(name, r, _c(a._value))
+            if pieces == 1:
+                runner.feed_shard(name, r, _shard_of(logical, b))
                 continue
-            if logical is None:
-                logical = _logical(a)
             rows = logical.shape[0] // pieces
             for k in range(pieces):
                 runner.feed_shard(name, r, _shard_of(_c(logical[k * rows:(k + 1) * rows]), b))
@@ -357,6 +370,8 @@ def _logical(t):
 
 
 def _shard_of(logical, binding):
+    if all(s.kind == "B" for s in sbp_mod.from_text(binding["nd_sbp"])):
+        return _c(logical)
     h = binding["hierarchy"]
     idx = int(np.ravel_multi_index(binding["mesh_coords"], h)) if h else 0
     return _C.shard(_c(logical), binding["nd_sbp"], h)[idx]
