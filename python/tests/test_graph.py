@@ -18,7 +18,7 @@ from gpt_model import GPT  # noqa: E402
 from torch_gpt_ref import train_losses  # noqa: E402
 
 DIMS = dict(vocab=256, seq=16, layers=2, embd=32, heads=4)
-STEPS = 6
+STEPS = 20
 
 
 @pytest.fixture(scope="module")
