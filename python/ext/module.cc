@@ -124,7 +124,8 @@ PYBIND11_MODULE(_C, m) {
   py::class_<Runner>(m, "Runner")
       .def_property_readonly("local_ranks", &Runner::local_ranks)
       .def_property_readonly("pieces_per_step", &Runner::pieces_per_step)
-      .def_property_readonly("plan", [](const Runner& r) { return r.plan(); })
+      .def_property_readonly("plan", [](const Runner& r) -> const PlanProto& { return r.plan(); },
+                             py::return_value_policy::reference_internal)
       .def("holds", &Runner::Holds)
       .def("binding", [](const Runner& r, const std::string& name, int32_t rank) -> py::object {
         const TensorBindingProto* b = r.Binding(name, rank);

@@ -7,6 +7,11 @@ import sys
 from . import _C
 
 
+# Per cached runner: what its plan says of each fetched output (binding, holders), so a repeated
+# op does not ask the C++ side again. Keyed by id(runner); entries leave with their runner.
+runner_meta = {}
+
+
 class _State:
     def __init__(self):
         self.engine = _C.Engine()
@@ -34,9 +39,11 @@ class _State:
                                    gradients_only=bool(gradients_of))
         engine = self.local() if local else self.engine
         runner = engine.new_runner(plan)
+        runner_meta[id(runner)] = {}
         self.plans[key] = runner
         while len(self.plans) > self.max_plans:
             _, old = self.plans.popitem(last=False)
+            runner_meta.pop(id(old), None)
             old.close()
         return runner
 

@@ -13,7 +13,7 @@ def _c(a):
 
 from . import _C, _job
 from . import sbp as sbp_mod
-from ._state import STATE
+from ._state import STATE, runner_meta
 from .placement import placement as Placement
 
 _LOCAL_PLACEMENT = "cpu:[0]"
@@ -397,33 +397,31 @@ def _run_plan(text, feeds, outputs, placement):
     """Runs a cached eager plan: feeds tensors' shards, returns the outputs as tensors."""
     local = placement is None
     runner = STATE.runner_for(text, world_size=1 if local else _world(), local=local)
+    meta = runner_meta.setdefault(id(runner), {})
     for name, t in feeds.items():
         if local:
             runner.feed_shard(name, 0, _c(t._value))
             continue
-        for r in runner.local_ranks:
-            if runner.holds(name, r):
-                runner.feed_shard(name, r, t._shards[r])
+        holders = meta.get(("in", name))
+        if holders is None:
+            holders = meta[("in", name)] = [r for r in runner.local_ranks if runner.holds(name, r)]
+        for r in holders:
+            runner.feed_shard(name, r, t._shards[r])
     runner.run_step()
     out = []
-    plan_ranks = runner.plan.ranks
     for name in outputs:
         if local:
             out.append(Tensor._local(runner.fetch_shards(name, 0)[0]))
             continue
-        info = None
-        for r in plan_ranks:
-            info = runner.binding(name, r)
-            if info is not None:
-                break
-        shards = {}
-        for r in runner.local_ranks:
-            if runner.holds(name, r):
-                shards[r] = runner.fetch_shards(name, r)[0]
-        sbp = sbp_mod.from_text(info["nd_sbp"])
-        dtype = next(iter(shards.values())).dtype if shards else None
-        t = Tensor._global(placement, sbp, info["logical_shape"], dtype or np.float32, shards)
-        out.append(t)
+        entry = meta.get(name)
+        if entry is None:
+            info = next(runner.binding(name, r) for r in runner.plan.ranks if runner.binding(name, r) is not None)
+            holders = [r for r in runner.local_ranks if runner.holds(name, r)]
+            entry = meta[name] = (sbp_mod.from_text(info["nd_sbp"]), tuple(info["logical_shape"]), holders)
+        sbp, shape, holders = entry
+        shards = {r: runner.fetch_shards(name, r)[0] for r in holders}
+        dtype = next(iter(shards.values())).dtype if shards else np.float32
+        out.append(Tensor._global(placement, sbp, shape, dtype, shards))
     return out
 
 
