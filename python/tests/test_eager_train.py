@@ -72,3 +72,15 @@ def test_graph_returns_whole_batch_outputs_over_micro_batches():
         out = G()(ol.tensor(x, placement=p, sbp=sbp))
         assert tuple(out.shape) == (6, 3)
         np.testing.assert_allclose(out.numpy(), x @ w.T + b, rtol=1e-5, atol=1e-6)
+
+
+def test_numpy_interop_without_copies():
+    a = np.arange(6, dtype=np.float32).reshape(2, 3)
+    t = ol.from_numpy(a)
+    assert np.shares_memory(t.numpy(), a)  # local tensors wrap the array
+    y = t * 2.0
+    assert y.numpy() is y.numpy()  # the fetched result is held, not copied per access
+    np.testing.assert_array_equal(np.asarray(y), a * 2)
+    p = ol.placement("cpu", ranks=[0, 1])
+    g = ol.tensor(a, placement=p, sbp=ol.sbp.split(0))
+    assert np.shares_memory(g.to_local(rank=0).numpy(), g.to_local(rank=0).numpy())  # shards: views, no copies

@@ -32,13 +32,19 @@ SMALL = ["--steps", "4", "--batch", "8", "--seq-len", "16", "--n-embd", "32"]
 
 
 def test_train_gpt_2d_and_pipeline_match_one_process(tmp_path):
-    expected = train_gpt.main(SMALL)
-    for layout in (["--dp", "2", "--tp", "2"], ["--dp", "2", "--pipeline", "--micro-batches", "2"]):
-        out = str(tmp_path / "losses.txt")
-        r = olrun([os.path.join(ROOT, "examples/train_gpt.py")] + SMALL + layout + ["--losses-out", out])
+    expected = train_gpt.main(SMALL + ["--save", str(tmp_path / "one")])
+    reference = ol.load(str(tmp_path / "one"))
+    for i, layout in enumerate((["--dp", "2", "--tp", "2"], ["--dp", "2", "--pipeline", "--micro-batches", "2"])):
+        out, ckpt = str(tmp_path / "losses.txt"), str(tmp_path / f"multi{i}")
+        r = olrun([os.path.join(ROOT, "examples/train_gpt.py")] + SMALL + layout + ["--losses-out", out, "--save", ckpt])
         assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
         losses = [float(v) for v in open(out).read().split()]
         np.testing.assert_allclose(losses, expected, rtol=1e-5, atol=1e-6, err_msg=" ".join(layout))
+        # every process saved its shards; the checkpoint holds the one-process run's weights
+        saved = ol.load(ckpt)
+        for name in ("model.wte.weight", "model.blocks.0.qkv.weight", "model.lm_head.weight"):
+            np.testing.assert_allclose(saved[name].numpy(), reference[name].numpy(), rtol=1e-4, atol=1e-6,
+                                       err_msg=f"{name} {' '.join(layout)}")
 
 
 def test_global_tensor_tour_under_olrun():
