@@ -49,31 +49,17 @@ std::string SbpText(const google::protobuf::RepeatedPtrField<NdSbpProto>& list) 
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<Trainer>> Trainer::Create(const TrainerOptions& options, const OpRegistry* registry) {
-  std::unique_ptr<Trainer> t(new Trainer());
-  t->options_ = options;
+absl::StatusOr<TrainerJob> BuildTrainerJob(const TrainerOptions& options, const OpRegistry& registry) {
+  TrainerJob job;
   const int64_t pieces = std::max(1, options.micro_batches) * std::max(1, options.gradient_accumulation_steps);
   const bool gpt = options.model == Workload::kGpt;
-  t->batch_ = options.batch > 0 ? options.batch : (gpt ? 8 : 256);
+  job.batch = options.batch > 0 ? options.batch : (gpt ? 8 : 256);
   if (options.batch < 0) return absl::InvalidArgumentError(absl::StrCat("batch must be positive, got ", options.batch));
-  if (t->batch_ % pieces != 0) {
-    return absl::InvalidArgumentError(absl::StrCat("batch (", t->batch_, ") must be divisible by the pieces per step (",
+  if (job.batch % pieces != 0) {
+    return absl::InvalidArgumentError(absl::StrCat("batch (", job.batch, ") must be divisible by the pieces per step (",
                                                    "micro_batches x gradient_accumulation_steps = ", pieces, ")"));
   }
-  if (options.mlp_data_batches < 1) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("mlp_data_batches must be at least 1, got ", options.mlp_data_batches));
-  }
-  t->piece_rows_ = t->batch_ / pieces;
-  if (!options.text_path.empty()) {
-    if (!gpt) return absl::InvalidArgumentError("text data (--data) is for the gpt model only");
-    if (options.gpt.vocab != models::TextCorpus::kVocab) {
-      return absl::InvalidArgumentError(absl::StrCat("text data is byte-level: vocab must be ", models::TextCorpus::kVocab,
-                                                     ", got ", options.gpt.vocab));
-    }
-    ASSIGN_OR_RETURN(models::TextCorpus corpus, models::TextCorpus::Load(options.text_path, options.gpt.seq_len + 1));
-    t->corpus_ = std::make_unique<models::TextCorpus>(std::move(corpus));
-  }
+  job.piece_rows = job.batch / pieces;
   models::TrainOptions train;
   train.micro_batches = options.micro_batches;
   train.gradient_accumulation_steps = options.gradient_accumulation_steps;
@@ -84,16 +70,41 @@ absl::StatusOr<std::unique_ptr<Trainer>> Trainer::Create(const TrainerOptions& o
   absl::StatusOr<compiler::Graph> graph;
   if (gpt) {
     models::GptConfig c = options.gpt;
-    c.batch = t->piece_rows_;
+    c.batch = job.piece_rows;
     if (options.learning_rate > 0) train.optimizer = compiler::AdamWOptimizer(options.learning_rate, 0.01);
-    graph = models::BuildGptJob(*registry, c, options.layout, train);
+    graph = models::BuildGptJob(registry, c, options.layout, train);
   } else {
     models::MlpConfig c = options.mlp;
-    c.batch = t->piece_rows_;
+    c.batch = job.piece_rows;
     if (options.learning_rate > 0) train.optimizer = compiler::SgdOptimizer(options.learning_rate);
-    graph = models::BuildMlpJob(*registry, c, options.layout, train);
+    graph = models::BuildMlpJob(registry, c, options.layout, train);
   }
   RETURN_IF_ERROR(graph.status());
+  job.graph = std::make_unique<compiler::Graph>(*std::move(graph));
+  return job;
+}
+
+absl::StatusOr<std::unique_ptr<Trainer>> Trainer::Create(const TrainerOptions& options, const OpRegistry* registry) {
+  std::unique_ptr<Trainer> t(new Trainer());
+  t->options_ = options;
+  const bool gpt = options.model == Workload::kGpt;
+  if (options.mlp_data_batches < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("mlp_data_batches must be at least 1, got ", options.mlp_data_batches));
+  }
+  ASSIGN_OR_RETURN(TrainerJob job, BuildTrainerJob(options, *registry));
+  t->batch_ = job.batch;
+  t->piece_rows_ = job.piece_rows;
+  if (!options.text_path.empty()) {
+    if (!gpt) return absl::InvalidArgumentError("text data (--data) is for the gpt model only");
+    if (options.gpt.vocab != models::TextCorpus::kVocab) {
+      return absl::InvalidArgumentError(absl::StrCat("text data is byte-level: vocab must be ", models::TextCorpus::kVocab,
+                                                     ", got ", options.gpt.vocab));
+    }
+    ASSIGN_OR_RETURN(models::TextCorpus corpus, models::TextCorpus::Load(options.text_path, options.gpt.seq_len + 1));
+    t->corpus_ = std::make_unique<models::TextCorpus>(std::move(corpus));
+  }
+  absl::StatusOr<compiler::Graph> graph = std::move(*job.graph);
   compiler::CompileOptions compile;
   compile.reuse_memory = options.reuse_memory;
   const double start = Now();

@@ -73,6 +73,15 @@ struct TrainerOptions {
       executor_factory;
 };
 
+// The job a Trainer compiles, without compiling it (olplan prices it): the model's graph with
+// the layout, and the batch after defaults (per step, and per piece).
+struct TrainerJob {
+  std::unique_ptr<compiler::Graph> graph;
+  int64_t batch = 0;
+  int64_t piece_rows = 0;
+};
+absl::StatusOr<TrainerJob> BuildTrainerJob(const TrainerOptions& options, const OpRegistry& registry);
+
 struct StepResult {
   int64_t step = 0;
   double loss = 0;             // mean over the step's pieces

@@ -1,0 +1,331 @@
+// olplan: what a plan will cost before running it (tools/plan/README.md).
+//
+//   olplan summary --config configs/gpt_4rank.cfg          # compile from a config, as oltrain
+//   olplan memory --model=gpt --dp=8 --tp=8 --pp=8 --n_layer=24 --device-memory 16GiB
+//   olplan sbp --job job.txt --op fc1                      # a text-format job (docs/compiler.md)
+//   olplan boxing --plan plan.pb --json                    # a plan file (olplan compile --out)
+//   olplan compile --config configs/gpt_4rank.cfg --out plan.pb
+//   olplan verify --plan plan.pb                           # the whole-plan checks
+//
+// Exit status: 0; 1 for an error (one line naming what is wrong and where); 2 for bad usage.
+#include <algorithm>
+#include <cstdio>
+#include <iostream>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/strings/numbers.h"
+#include "google/protobuf/stubs/logging.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "oneflow_like/compiler/driver/compile.h"
+#include "oneflow_like/compiler/plan/plan_verifier.h"
+#include "oneflow_like/compiler/text_format.h"
+#include "oneflow_like/core/ops/builtin_ops.h"
+#include "oneflow_like/train/checkpoint_format.h"
+#include "oneflow_like/train/config_file.h"
+#include "oneflow_like/train/trainer.h"
+#include "oneflow_like/train/trainer_flags.h"
+#include "tools/plan/plan_report.h"
+
+namespace oneflow_like {
+namespace {
+
+constexpr char kUsage[] = R"(usage: olplan COMMAND INPUT [options]
+
+Commands:
+  summary   ranks, placements, pieces, ops/tasks/registers per rank, bytes moved per step (per
+            link class), planned peak memory per rank, a serial step-time estimate
+  memory    per rank: the planned peak, what owns the bytes, the largest registers;
+            --device-memory SIZE: fits / does not fit, and levers recompiled to show their effect
+  sbp       per op the chosen SBP signature; --op NAME: every candidate with its cost breakdown
+  boxing    every inserted SBP/placement transform: transition, pattern, bytes, seconds
+  compile   compile only; --out FILE writes the plan (a serialized PlanProto)
+  verify    the whole-plan checks (producers, transfers, collective order, deadlock simulation)
+
+Input (one of):
+  --plan FILE              a plan file (olplan compile --out, or graph.plan.serialize() in Python)
+  --job FILE               a job in the compiler's text format [--world N]
+  --config FILE [flags]    an oltrain config file; oltrain flags override its fields
+  oltrain flags            e.g. --model=gpt --dp=8 --tp=8 --pp=8 --n_layer=24 (oltrain --help)
+
+Options:
+  --json                   machine-readable output
+  --device-memory SIZE     e.g. 16GiB, 80GB, 512MiB (memory)
+  --op NAME                one op (sbp)
+  --ranks-per-node N       link classes: ranks r and s share a node when r/N == s/N (8)
+  --out FILE               (compile) where to write the plan
+)";
+
+struct Args {
+  std::string command;
+  std::string plan_path, job_path, config_path, out_path, op, device_memory;
+  bool json = false;
+  int32_t world = 0;
+  int32_t ranks_per_node = 8;
+  std::vector<std::string> trainer_flags;
+};
+
+absl::StatusOr<Args> ParseArgs(int argc, char** argv) {
+  Args a;
+  if (argc < 2) return absl::InvalidArgumentError("no command");
+  a.command = argv[1];
+  auto value = [&](int* i, const std::string& arg, const std::string& name) -> absl::StatusOr<std::string> {
+    if (arg.rfind(name + "=", 0) == 0) return arg.substr(name.size() + 1);
+    if (*i + 1 >= argc) return absl::InvalidArgumentError(absl::StrCat(name, " needs a value"));
+    return std::string(argv[++*i]);
+  };
+  for (int i = 2; i < argc; ++i) {
+    const std::string arg = argv[i];
+    auto is = [&](const std::string& name) { return arg == name || arg.rfind(name + "=", 0) == 0; };
+    if (arg == "--json") {
+      a.json = true;
+    } else if (is("--plan")) {
+      ASSIGN_OR_RETURN(a.plan_path, value(&i, arg, "--plan"));
+    } else if (is("--job")) {
+      ASSIGN_OR_RETURN(a.job_path, value(&i, arg, "--job"));
+    } else if (is("--config")) {
+      ASSIGN_OR_RETURN(a.config_path, value(&i, arg, "--config"));
+    } else if (is("--out")) {
+      ASSIGN_OR_RETURN(a.out_path, value(&i, arg, "--out"));
+    } else if (is("--op")) {
+      ASSIGN_OR_RETURN(a.op, value(&i, arg, "--op"));
+    } else if (is("--device-memory")) {
+      ASSIGN_OR_RETURN(a.device_memory, value(&i, arg, "--device-memory"));
+    } else if (is("--world") || is("--ranks-per-node")) {
+      const std::string name = is("--world") ? "--world" : "--ranks-per-node";
+      ASSIGN_OR_RETURN(std::string v, value(&i, arg, name));
+      int32_t n = 0;
+      if (!absl::SimpleAtoi(v, &n) || n < 1) return absl::InvalidArgumentError(absl::StrCat(name, ": expected a positive integer, got '", v, "'"));
+      (name == "--world" ? a.world : a.ranks_per_node) = n;
+    } else {
+      a.trainer_flags.push_back(arg);
+    }
+  }
+  return a;
+}
+
+struct Job {
+  std::unique_ptr<compiler::Graph> graph;  // null for a plan file
+  train::TrainerOptions trainer;           // for levers (trainer input)
+  bool from_trainer = false;
+};
+
+absl::StatusOr<PlanProto> ReadPlanFile(const std::string& path) {
+  ASSIGN_OR_RETURN(std::string bytes, train::ReadWholeFile(path));
+  PlanProto plan;
+  if (bytes.empty() || !plan.ParseFromString(bytes)) {
+    return absl::InvalidArgumentError(absl::StrCat(path, ": not a plan file (it does not parse as a PlanProto; write one with "
+                                                   "`olplan compile ... --out FILE`)"));
+  }
+  absl::Status verified = compiler::VerifyPlan(plan);
+  if (!verified.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat(path, ": not a valid plan (corrupt or truncated?): ", verified.message()));
+  }
+  return plan;
+}
+
+absl::StatusOr<PlanProto> CompileGraph(compiler::Graph graph, int32_t world) {
+  compiler::CompileOptions options;
+  options.world_size = world;
+  options.on_phase = [](const std::string& phase, double seconds) {
+    if (seconds > 1.0) std::fprintf(stderr, "olplan: %s took %.1f s\n", phase.c_str(), seconds);
+  };
+  return compiler::Compile(std::move(graph), options);
+}
+
+absl::StatusOr<Job> LoadJob(const Args& a, const OpRegistry& registry) {
+  Job job;
+  if (!a.job_path.empty()) {
+    ASSIGN_OR_RETURN(std::string text, train::ReadWholeFile(a.job_path));
+    absl::StatusOr<compiler::Graph> graph = compiler::ParseGraph(text, registry);
+    if (!graph.ok()) return absl::InvalidArgumentError(absl::StrCat(a.job_path, ": ", graph.status().message()));
+    job.graph = std::make_unique<compiler::Graph>(*std::move(graph));
+    return job;
+  }
+  absl::StatusOr<train::TrainerFlags> flags =
+      a.config_path.empty() ? train::ParseTrainerFlags(a.trainer_flags) : train::ParseTrainerConfig(a.config_path, a.trainer_flags);
+  RETURN_IF_ERROR(flags.status());
+  job.trainer = flags->options;
+  job.from_trainer = true;
+  ASSIGN_OR_RETURN(train::TrainerJob built, train::BuildTrainerJob(job.trainer, registry));
+  job.graph = std::move(built.graph);
+  return job;
+}
+
+// Levers against a plan that does not fit: each recompiled, its peak reported.
+std::string Levers(const Job& job, const OpRegistry& registry, int32_t world, int64_t device_memory, bool json) {
+  struct Lever {
+    std::string name;
+    absl::StatusOr<std::unique_ptr<compiler::Graph>> graph;
+  };
+  std::vector<Lever> levers;
+  if (job.from_trainer) {
+    auto variant = [&](const std::string& name, auto change) {
+      train::TrainerOptions o = job.trainer;
+      if (!change(&o)) return;
+      absl::StatusOr<train::TrainerJob> built = train::BuildTrainerJob(o, registry);
+      levers.push_back({name, built.ok() ? absl::StatusOr<std::unique_ptr<compiler::Graph>>(std::move(built->graph))
+                                         : absl::StatusOr<std::unique_ptr<compiler::Graph>>(built.status())});
+    };
+    variant("ZeRO-1 (--zero_stage=1)", [](train::TrainerOptions* o) {
+      if (o->zero_stage >= 1 || o->layout.dp < 2) return false;
+      o->zero_stage = 1;
+      return true;
+    });
+    variant("recompute (--recompute)", [](train::TrainerOptions* o) {
+      if (o->recompute || o->model != train::Workload::kGpt) return false;
+      o->recompute = true;
+      return true;
+    });
+    variant("twice the micro-batches (--micro_batches)", [](train::TrainerOptions* o) {
+      o->micro_batches = std::max(1, o->micro_batches) * 2;
+      return true;
+    });
+  } else if (job.graph != nullptr) {
+    auto variant = [&](const std::string& name, auto change) {
+      auto g = std::make_unique<compiler::Graph>(*job.graph);
+      if (!change(g->mutable_config())) return;
+      levers.push_back({name, std::move(g)});
+    };
+    variant("ZeRO-1 (config zero_stage=1)", [](JobConfigProto* c) {
+      if (c->zero_stage() >= 1 || !c->has_optimizer()) return false;
+      c->set_zero_stage(1);
+      return true;
+    });
+    variant("twice the micro-batches (config micro_batches)", [](JobConfigProto* c) {
+      c->set_micro_batches(std::max(1, c->micro_batches()) * 2);
+      return true;
+    });
+  }
+  std::string out = json ? "" : "levers (each recompiled):\n";
+  std::vector<std::string> rows;
+  for (Lever& l : levers) {
+    std::string result;
+    bool fits = false;
+    int64_t peak = -1;
+    absl::StatusOr<PlanProto> plan = l.graph.ok() ? CompileGraph(std::move(**l.graph), world)
+                                                  : absl::StatusOr<PlanProto>(l.graph.status());
+    if (plan.ok()) {
+      absl::StatusOr<plan_tool::PlanSummary> s = plan_tool::Summarize(*plan);
+      if (s.ok()) {
+        peak = s->peak_bytes;
+        fits = peak <= device_memory;
+      }
+    }
+    if (json) {
+      rows.push_back(absl::StrCat("{\"lever\":\"", l.name, "\",\"peak_bytes\":", peak, ",\"fits\":", fits ? "true" : "false",
+                                  plan.ok() ? "" : ",\"error\":\"does not compile\"", "}"));
+    } else if (!plan.ok()) {
+      absl::StrAppend(&out, "  ", l.name, ": does not compile (", plan.status().message().substr(0, 160), ")\n");
+    } else {
+      absl::StrAppend(&out, "  ", l.name, ": peak ", plan_tool::HumanBytes(static_cast<double>(peak)), fits ? "  fits\n" : "  still does not fit\n");
+    }
+  }
+  if (levers.empty() && !json) absl::StrAppend(&out, "  (none: a plan file cannot be recompiled; give --config, flags or --job)\n");
+  return json ? absl::StrCat("[", absl::StrJoin(rows, ","), "]") : out;
+}
+
+int Fail(const absl::Status& status) {
+  std::fprintf(stderr, "olplan: %s\n", std::string(status.message()).c_str());
+  return 1;
+}
+
+int Main(int argc, char** argv) {
+  google::protobuf::SetLogHandler(nullptr);  // a corrupt plan file gets our one-line error, not protobuf's log
+  if (argc >= 2 && (std::string(argv[1]) == "--help" || std::string(argv[1]) == "-h" || std::string(argv[1]) == "help")) {
+    std::fputs(kUsage, stdout);
+    return 0;
+  }
+  absl::StatusOr<Args> args = ParseArgs(argc, argv);
+  if (!args.ok()) {
+    std::fprintf(stderr, "olplan: %s\n\n%s", std::string(args.status().message()).c_str(), kUsage);
+    return 2;
+  }
+  const Args& a = *args;
+  const std::vector<std::string> commands = {"summary", "memory", "sbp", "boxing", "compile", "verify"};
+  if (std::find(commands.begin(), commands.end(), a.command) == commands.end()) {
+    std::fprintf(stderr, "olplan: unknown command '%s' (summary, memory, sbp, boxing, compile, verify)\n", a.command.c_str());
+    return 2;
+  }
+  int64_t device_memory = 0;
+  if (!a.device_memory.empty()) {
+    absl::StatusOr<int64_t> parsed = plan_tool::ParseBytes(a.device_memory);
+    if (!parsed.ok()) return Fail(absl::InvalidArgumentError(absl::StrCat("--device-memory: ", parsed.status().message())));
+    device_memory = *parsed;
+  }
+  OpRegistry registry;
+  if (absl::Status s = RegisterBuiltinOps(&registry); !s.ok()) return Fail(s);
+  Job job;
+  PlanProto plan;
+  if (!a.plan_path.empty()) {
+    absl::StatusOr<PlanProto> read = ReadPlanFile(a.plan_path);
+    if (!read.ok()) return Fail(read.status());
+    plan = *std::move(read);
+  } else {
+    absl::StatusOr<Job> loaded = LoadJob(a, registry);
+    if (!loaded.ok()) return Fail(loaded.status());
+    job = *std::move(loaded);
+    absl::StatusOr<PlanProto> compiled = CompileGraph(compiler::Graph(*job.graph), a.world);
+    if (!compiled.ok()) return Fail(compiled.status());
+    plan = *std::move(compiled);
+  }
+  if (a.command == "compile") {
+    if (!a.out_path.empty()) {
+      if (absl::Status s = train::WriteFileAtomically(a.out_path, plan.SerializeAsString()); !s.ok()) return Fail(s);
+    }
+    std::printf("compiled plan %s: %d ranks, %d pieces per step%s\n", plan.content_hash().c_str(), plan.world_size(),
+                static_cast<int>(std::max<int64_t>(1, plan.pieces_per_step())),
+                a.out_path.empty() ? "" : (" -> " + a.out_path).c_str());
+    return 0;
+  }
+  if (a.command == "verify") {
+    absl::Status s = compiler::VerifyPlan(plan);
+    if (!s.ok()) return Fail(s);
+    std::printf("plan %s: verified (producers, transfers, collective order, deadlock simulation)\n", plan.content_hash().c_str());
+    return 0;
+  }
+  plan_tool::ReportOptions options;
+  options.ranks_per_node = a.ranks_per_node;
+  if (a.command == "sbp") {
+    std::vector<plan_tool::SbpDecision> decisions = plan_tool::SbpDecisions(plan);
+    std::string out = a.json ? plan_tool::SbpJson(decisions, a.op) : plan_tool::SbpText(decisions, a.op);
+    if (!a.op.empty() && out.find(a.op) == std::string::npos) {
+      return Fail(absl::NotFoundError(absl::StrCat("the plan has no op named '", a.op, "' (olplan sbp lists them)")));
+    }
+    std::fputs(out.c_str(), stdout);
+    return 0;
+  }
+  if (a.command == "boxing") {
+    std::vector<plan_tool::BoxingEntry> entries = plan_tool::BoxingEntries(plan);
+    std::fputs((a.json ? plan_tool::BoxingJson(entries) : plan_tool::BoxingText(entries)).c_str(), stdout);
+    return 0;
+  }
+  absl::StatusOr<plan_tool::PlanSummary> summary = plan_tool::Summarize(plan, options);
+  if (!summary.ok()) return Fail(summary.status());
+  if (a.command == "summary") {
+    std::fputs((a.json ? plan_tool::SummaryJson(*summary) : plan_tool::SummaryText(*summary)).c_str(), stdout);
+    return 0;
+  }
+  // memory
+  const bool fits = device_memory <= 0 || summary->peak_bytes <= device_memory;
+  if (a.json) {
+    std::string body = plan_tool::MemoryJson(*summary, device_memory);
+    if (!fits) {
+      body.pop_back();  // newline
+      body.pop_back();  // closing brace
+      body += ",\"levers\":" + Levers(job, registry, a.world, device_memory, true) + "}\n";
+    }
+    std::fputs(body.c_str(), stdout);
+  } else {
+    std::fputs(plan_tool::MemoryText(*summary, device_memory).c_str(), stdout);
+    if (!fits) std::fputs(Levers(job, registry, a.world, device_memory, false).c_str(), stdout);
+  }
+  return 0;
+}
+
+}  // namespace
+}  // namespace oneflow_like
+
+int main(int argc, char** argv) { return oneflow_like::Main(argc, argv); }

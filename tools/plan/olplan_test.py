@@ -1,0 +1,148 @@
+"""olplan end to end: golden numbers of a 2-layer MLP computed by hand, plan files, levers that
+make a job fit, and bad input (missing / truncated / bit-flipped plan files, unknown op, nonsense
+memory size): clear errors, non-zero exit, never a crash."""
+import json
+import os
+import random
+import subprocess
+import sys
+import tempfile
+import unittest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+OLPLAN = os.path.join(HERE, "olplan")
+MLP = os.path.join(HERE, "testdata", "mlp2.txt")
+ROOT = os.path.dirname(os.path.dirname(HERE))
+
+
+def run(*args, check=True):
+    r = subprocess.run([OLPLAN, *args], capture_output=True, text=True, timeout=300)
+    if check:
+        assert r.returncode == 0, f"olplan {' '.join(args)}: {r.returncode}\n{r.stdout}\n{r.stderr}"
+    return r
+
+
+def align(n, a=64):  # the memory planner rounds every buffer up to 64 bytes
+    return (n + a - 1) // a * a
+
+
+class GoldenMlp(unittest.TestCase):
+    """x[8,4] S(0) on 2 ranks, w1[4,6] B, w2[6,3] B, SGD: every number by hand."""
+
+    def test_summary(self):
+        s = json.loads(run("summary", "--job", MLP, "--json").stdout)
+        self.assertEqual(s["world_size"], 2)
+        self.assertEqual(s["pieces_per_step"], 1)
+        self.assertEqual(s["placements"], ["ranks [0,1]"])
+        # data parallel: each rank receives the other's partial gradients, dw1 [4,6] + dw2 [6,3] floats
+        per_rank = (4 * 6 + 6 * 3) * 4
+        self.assertEqual(s["bytes_per_step"], 2 * per_rank)
+        self.assertEqual(s["bytes_by_link"], {"intra-node": 2 * per_rank})
+        for r in s["ranks"]:
+            self.assertEqual(r["bytes_received_per_step"], per_rank)
+        self.assertEqual(s["peak_bytes"], max(r["planned_bytes"] for r in s["ranks"]))
+
+    def test_memory(self):
+        m = json.loads(run("memory", "--job", MLP, "--json").stdout)
+        for r in m["ranks"]:
+            owner = r["by_owner"]
+            self.assertEqual(owner["parameters"], align(4 * 6 * 4) + align(6 * 3 * 4))
+            # per rank 4 rows: h [4,6], relu [4,6], logits [4,3] float32, loss scalar
+            self.assertEqual(owner["activations"], align(4 * 6 * 4) * 2 + align(4 * 3 * 4) + align(4))
+            self.assertEqual(owner["inputs"], align(4 * 4 * 4) + align(4 * 8))  # x rows, int64 labels
+            self.assertLessEqual(r["planned_bytes"], r["naive_bytes"])  # lifetimes share bytes
+            self.assertEqual(r["naive_bytes"], sum(owner.values()))
+
+    def test_boxing_and_sbp(self):
+        b = json.loads(run("boxing", "--job", MLP, "--json").stdout)["boxing"]
+        got = sorted((e["op"], e["from"], e["to"], e["pattern"], e["bytes"]) for e in b)
+        self.assertEqual(got, [("w1/sgd_update", "(P)", "(B)", "all_reduce", 96.0),
+                               ("w2/sgd_update", "(P)", "(B)", "all_reduce", 72.0)])
+        ops = json.loads(run("sbp", "--job", MLP, "--op", "h", "--json").stdout)["ops"]
+        self.assertEqual(len(ops), 1)
+        chosen = [c for c in ops[0]["candidates"] if c["chosen"]]
+        self.assertEqual(len(chosen), 1)
+        self.assertEqual(chosen[0]["inputs"], ["(S(0))", "(B)"])
+        # why: every rejected candidate costs at least as much as the chosen one
+        for c in ops[0]["candidates"]:
+            self.assertGreaterEqual(c["total_seconds"], chosen[0]["total_seconds"])
+        self.assertIn("all_gather", run("sbp", "--job", MLP, "--op", "h").stdout)
+
+
+class PlanFiles(unittest.TestCase):
+    def test_compile_out_then_read(self):
+        with tempfile.TemporaryDirectory() as d:
+            path = os.path.join(d, "plan.pb")
+            run("compile", "--job", MLP, "--out", path)
+            self.assertEqual(json.loads(run("summary", "--plan", path, "--json").stdout),
+                             json.loads(run("summary", "--job", MLP, "--json").stdout))
+            self.assertIn("verified", run("verify", "--plan", path).stdout)
+
+    def test_bad_plan_files_fail_cleanly(self):
+        with tempfile.TemporaryDirectory() as d:
+            good = os.path.join(d, "plan.pb")
+            run("compile", "--job", MLP, "--out", good)
+            with open(good, "rb") as f:
+                data = f.read()
+            r = run("summary", "--plan", os.path.join(d, "missing.pb"), check=False)
+            self.assertEqual(r.returncode, 1)
+            self.assertIn("missing.pb", r.stderr)
+            rng = random.Random(7)
+            cases = [data[:n] for n in (0, 1, 17, len(data) // 2, len(data) - 1)]
+            for _ in range(40):
+                flipped = bytearray(data)
+                for _ in range(rng.randint(1, 4)):
+                    flipped[rng.randrange(len(flipped))] ^= 1 << rng.randrange(8)
+                cases.append(bytes(flipped))
+            for i, blob in enumerate(cases):
+                bad = os.path.join(d, f"bad{i}.pb")
+                with open(bad, "wb") as f:
+                    f.write(blob)
+                r = run("summary", "--plan", bad, check=False)
+                self.assertIn(r.returncode, (0, 1), f"case {i}: exit {r.returncode} (crash?)\n{r.stderr[-500:]}")
+                if r.returncode == 1:
+                    self.assertTrue(r.stderr.startswith("olplan: "), r.stderr)
+
+    def test_bad_arguments(self):
+        r = run("sbp", "--job", MLP, "--op", "nope", check=False)
+        self.assertEqual(r.returncode, 1)
+        self.assertIn("no op named 'nope'", r.stderr)
+        r = run("memory", "--job", MLP, "--device-memory", "lots", check=False)
+        self.assertEqual(r.returncode, 1)
+        self.assertIn("'lots' is not a memory size", r.stderr)
+        r = run("memory", "--job", MLP, "--device-memory", "3 parsecs", check=False)
+        self.assertIn("unknown unit", r.stderr)
+        r = run("frobnicate", "--job", MLP, check=False)
+        self.assertEqual(r.returncode, 2)
+        r = run("summary", "--model=gpt", "--dpp=2", check=False)
+        self.assertEqual(r.returncode, 1)
+        self.assertIn("--dpp", r.stderr)
+        with tempfile.NamedTemporaryFile("w", suffix=".txt") as f:
+            f.write("x = input(shape=[4]) placement=cpu:[0]\ny = frobnicate(x)\n")
+            f.flush()
+            r = run("summary", "--job", f.name, check=False)
+            self.assertEqual(r.returncode, 1)
+            self.assertIn("frobnicate", r.stderr)
+
+
+class Levers(unittest.TestCase):
+    def test_memory_levers_make_a_job_fit(self):
+        args = ["--model=gpt", "--vocab=256", "--seq_len=64", "--n_layer=1", "--n_embd=64", "--n_head=4", "--batch=16",
+                "--dp=2"]
+        base = json.loads(run("memory", *args, "--json").stdout)["peak_bytes"]
+        doubled = json.loads(run("memory", *args, "--micro_batches=2", "--json").stdout)["peak_bytes"]
+        self.assertLess(doubled, base)
+        limit = (base + doubled) // 2
+        m = json.loads(run("memory", *args, "--device-memory", str(limit), "--json").stdout)
+        self.assertFalse(all(r["fits"] for r in m["ranks"]))
+        fitting = [lv for lv in m["levers"] if lv["fits"]]
+        self.assertTrue(fitting, m["levers"])
+        self.assertTrue(any("micro-batches" in lv["lever"] for lv in fitting))
+        # recompiling with the lever fits
+        again = json.loads(run("memory", *args, "--micro_batches=2", "--device-memory", str(limit), "--json").stdout)
+        self.assertTrue(all(r["fits"] for r in again["ranks"]))
+        self.assertIn("DOES NOT FIT", run("memory", *args, "--device-memory", str(limit)).stdout)
+
+
+if __name__ == "__main__":
+    unittest.main()
