@@ -200,9 +200,9 @@ absl::StatusOr<PlanSummary> Summarize(const PlanProto& plan, const ReportOptions
     }
     s.ranks.push_back(std::move(r));
   }
-  std::set<std::string> placements;
-  for (const auto& [op, ranks] : op_ranks) placements.insert(RankSetText(ranks));
-  s.placements.assign(placements.begin(), placements.end());
+  std::set<std::set<int32_t>> placements;  // ordered by their ranks
+  for (const auto& [op, ranks] : op_ranks) placements.insert(ranks);
+  for (const std::set<int32_t>& ranks : placements) s.placements.push_back(RankSetText(ranks));
   s.stages = std::max<int32_t>(1, static_cast<int32_t>(placements.size()));
   for (const OpSbpDecisionProto& d : plan.sbp_decisions()) {
     if (d.chosen() < 0 || d.chosen() >= d.candidates_size()) continue;
