@@ -41,6 +41,9 @@ Commands:
             --device-memory SIZE: fits / does not fit, and levers recompiled to show their effect
   sbp       per op the chosen SBP signature; --op NAME: every candidate with its cost breakdown
   boxing    every inserted SBP/placement transform: transition, pattern, bytes, seconds
+  diff A B  what changed between two plans (each a plan file, a .txt job or a .cfg config):
+            SBP per op, boxing added/removed with bytes, placements, tasks, registers, per-rank
+            peak memory, the serial estimate, traffic per link class
   compile   compile only; --out FILE writes the plan (a serialized PlanProto)
   verify    the whole-plan checks (producers, transfers, collective order, deadlock simulation)
 
@@ -65,6 +68,7 @@ struct Args {
   int32_t world = 0;
   int32_t ranks_per_node = 8;
   std::vector<std::string> trainer_flags;
+  std::vector<std::string> positional;  // diff A B
 };
 
 absl::StatusOr<Args> ParseArgs(int argc, char** argv) {
@@ -99,6 +103,8 @@ absl::StatusOr<Args> ParseArgs(int argc, char** argv) {
       int32_t n = 0;
       if (!absl::SimpleAtoi(v, &n) || n < 1) return absl::InvalidArgumentError(absl::StrCat(name, ": expected a positive integer, got '", v, "'"));
       (name == "--world" ? a.world : a.ranks_per_node) = n;
+    } else if (!arg.empty() && arg[0] != '-' && a.command == "diff") {
+      a.positional.push_back(arg);
     } else {
       a.trainer_flags.push_back(arg);
     }
@@ -152,6 +158,21 @@ absl::StatusOr<Job> LoadJob(const Args& a, const OpRegistry& registry) {
   ASSIGN_OR_RETURN(train::TrainerJob built, train::BuildTrainerJob(job.trainer, registry));
   job.graph = std::move(built.graph);
   return job;
+}
+
+// A plan from a path: a text job (.txt / .job), an oltrain config (.cfg) or a plan file.
+absl::StatusOr<PlanProto> LoadAny(const std::string& path, const Args& a, const OpRegistry& registry) {
+  auto ends = [&](const std::string& suffix) {
+    return path.size() >= suffix.size() && path.compare(path.size() - suffix.size(), suffix.size(), suffix) == 0;
+  };
+  if (ends(".txt") || ends(".job") || ends(".cfg")) {
+    Args one = a;
+    one.job_path = ends(".cfg") ? "" : path;
+    one.config_path = ends(".cfg") ? path : "";
+    ASSIGN_OR_RETURN(Job job, LoadJob(one, registry));
+    return CompileGraph(std::move(*job.graph), a.world);
+  }
+  return ReadPlanFile(path);
 }
 
 // Levers against a plan that does not fit: each recompiled, its peak reported.
@@ -244,9 +265,9 @@ int Main(int argc, char** argv) {
     return 2;
   }
   const Args& a = *args;
-  const std::vector<std::string> commands = {"summary", "memory", "sbp", "boxing", "compile", "verify"};
+  const std::vector<std::string> commands = {"summary", "memory", "sbp", "boxing", "compile", "verify", "diff"};
   if (std::find(commands.begin(), commands.end(), a.command) == commands.end()) {
-    std::fprintf(stderr, "olplan: unknown command '%s' (summary, memory, sbp, boxing, compile, verify)\n", a.command.c_str());
+    std::fprintf(stderr, "olplan: unknown command '%s' (summary, memory, sbp, boxing, diff, compile, verify)\n", a.command.c_str());
     return 2;
   }
   int64_t device_memory = 0;
@@ -257,6 +278,23 @@ int Main(int argc, char** argv) {
   }
   OpRegistry registry;
   if (absl::Status s = RegisterBuiltinOps(&registry); !s.ok()) return Fail(s);
+  if (a.command == "diff") {
+    if (a.positional.size() != 2) {
+      std::fprintf(stderr, "olplan: diff takes two plans: olplan diff A B (plan files, .txt jobs or .cfg configs)\n");
+      return 2;
+    }
+    std::vector<PlanProto> plans;
+    for (const std::string& path : a.positional) {
+      absl::StatusOr<PlanProto> p = LoadAny(path, a, registry);
+      if (!p.ok()) return Fail(p.status());
+      plans.push_back(*std::move(p));
+    }
+    plan_tool::ReportOptions options;
+    options.ranks_per_node = a.ranks_per_node;
+    std::fputs((a.json ? plan_tool::DiffJson(plans[0], plans[1], options) : plan_tool::DiffText(plans[0], plans[1], options)).c_str(),
+               stdout);
+    return 0;
+  }
   Job job;
   PlanProto plan;
   if (!a.plan_path.empty()) {

@@ -69,6 +69,28 @@ class GoldenMlp(unittest.TestCase):
         self.assertIn("all_gather", run("sbp", "--job", MLP, "--op", "h").stdout)
 
 
+class Diff(unittest.TestCase):
+    def test_data_vs_tensor_parallel(self):
+        tp = os.path.join(HERE, "testdata", "mlp2_tp.txt")
+        d = json.loads(run("diff", MLP, tp, "--json").stdout)
+        self.assertFalse(d["identical"])
+        changed = {e["op"]: (e["a"], e["b"]) for e in d["sbp_changed"]}
+        self.assertEqual(changed["w1"], ("in  -> out (B)", "in  -> out (S(1))"))
+        self.assertEqual(changed["w2"], ("in  -> out (B)", "in  -> out (S(0))"))
+        self.assertEqual(changed["x"][1], "in  -> out (B)")
+        removed = sorted((e["op"], e["pattern"], e["bytes"]) for e in d["boxing_removed"])
+        # data parallel's gradient all-reduces are gone under tensor parallelism
+        self.assertEqual(removed, [("w1/sgd_update", "all_reduce", 96.0), ("w2/sgd_update", "all_reduce", 72.0)])
+        self.assertTrue(d["boxing_added"])
+        self.assertEqual(d["a"]["bytes_per_step"], 336)
+        self.assertEqual(d["b"]["bytes_per_step"], sum(r["bytes_received_per_step"] for r in d["b"]["ranks"]))
+        text = run("diff", MLP, tp).stdout
+        self.assertIn("boxing removed: 2", text)
+        self.assertIn("- w1/sgd_update in1 (P) -> (B) all_reduce 96 B", text)
+        self.assertIn("identical plans", run("diff", MLP, MLP).stdout)
+        self.assertEqual(run("diff", MLP, check=False).returncode, 2)
+
+
 class PlanFiles(unittest.TestCase):
     def test_compile_out_then_read(self):
         with tempfile.TemporaryDirectory() as d:

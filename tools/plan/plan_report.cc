@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <set>
+#include <tuple>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/ascii.h"
@@ -417,6 +418,125 @@ std::string BoxingJson(const std::vector<BoxingEntry>& entries) {
                                    e.seconds));
   }
   return absl::StrCat("{\"boxing\":[", absl::StrJoin(rows, ","), "]}\n");
+}
+
+namespace {
+
+struct DiffData {
+  std::vector<std::tuple<std::string, std::string, std::string>> sbp_changed;  // op, A, B
+  std::vector<std::string> ops_only_a, ops_only_b;
+  std::vector<BoxingEntry> boxing_added, boxing_removed;
+  PlanSummary a, b;
+};
+
+std::string Signature(const SbpDecision& d) {
+  for (const SbpCandidate& c : d.candidates) {
+    if (c.chosen) return absl::StrCat("in ", absl::StrJoin(c.inputs, ", "), " -> out ", absl::StrJoin(c.outputs, ", "));
+  }
+  return "?";
+}
+
+DiffData Diff(const PlanProto& pa, const PlanProto& pb, const ReportOptions& options) {
+  DiffData d;
+  d.a = Summarize(pa, options).value_or(PlanSummary{});
+  d.b = Summarize(pb, options).value_or(PlanSummary{});
+  std::map<std::string, std::string> sa, sb;
+  for (const SbpDecision& x : SbpDecisions(pa)) sa[x.op_name] = Signature(x);
+  for (const SbpDecision& x : SbpDecisions(pb)) sb[x.op_name] = Signature(x);
+  for (const auto& [op, sig] : sa) {
+    auto it = sb.find(op);
+    if (it == sb.end()) {
+      d.ops_only_a.push_back(op);
+    } else if (it->second != sig) {
+      d.sbp_changed.emplace_back(op, sig, it->second);
+    }
+  }
+  for (const auto& [op, sig] : sb) {
+    if (!sa.count(op)) d.ops_only_b.push_back(op);
+  }
+  auto key = [](const BoxingEntry& e) { return absl::StrCat(e.op_name, "#", e.input, "#", e.from, "#", e.to, "#", e.pattern); };
+  std::map<std::string, BoxingEntry> ba, bb;
+  for (const BoxingEntry& e : BoxingEntries(pa)) ba[key(e)] = e;
+  for (const BoxingEntry& e : BoxingEntries(pb)) bb[key(e)] = e;
+  for (const auto& [k, e] : ba) if (!bb.count(k)) d.boxing_removed.push_back(e);
+  for (const auto& [k, e] : bb) if (!ba.count(k)) d.boxing_added.push_back(e);
+  return d;
+}
+
+double BoxBytes(const std::vector<BoxingEntry>& v) {
+  double t = 0;
+  for (const BoxingEntry& e : v) t += e.bytes;
+  return t;
+}
+
+}  // namespace
+
+std::string DiffText(const PlanProto& pa, const PlanProto& pb, const ReportOptions& options) {
+  DiffData d = Diff(pa, pb, options);
+  std::string out = absl::StrFormat("plan A '%s' %s  vs  plan B '%s' %s\n", d.a.job_name, d.a.hash, d.b.job_name, d.b.hash);
+  if (d.a.hash == d.b.hash) return out + "  identical plans\n";
+  auto line = [&](const std::string& what, const std::string& x, const std::string& y) {
+    if (x != y) absl::StrAppend(&out, "  ", what, ": ", x, " -> ", y, "\n");
+  };
+  line("world", absl::StrCat(d.a.world_size), absl::StrCat(d.b.world_size));
+  line("placements", absl::StrJoin(d.a.placements, "; "), absl::StrJoin(d.b.placements, "; "));
+  line("pieces per step", absl::StrCat(d.a.pieces_per_step), absl::StrCat(d.b.pieces_per_step));
+  line("tasks", absl::StrCat(d.a.tasks), absl::StrCat(d.b.tasks));
+  line("registers", absl::StrCat(d.a.registers), absl::StrCat(d.b.registers));
+  line("moved per step", HumanBytes(d.a.bytes_per_step), HumanBytes(d.b.bytes_per_step));
+  std::set<std::string> links;
+  for (const auto& [k, v] : d.a.bytes_by_link) links.insert(k);
+  for (const auto& [k, v] : d.b.bytes_by_link) links.insert(k);
+  for (const std::string& k : links) {
+    auto ga = d.a.bytes_by_link.find(k), gb = d.b.bytes_by_link.find(k);
+    line("  " + k, HumanBytes(ga == d.a.bytes_by_link.end() ? 0 : ga->second), HumanBytes(gb == d.b.bytes_by_link.end() ? 0 : gb->second));
+  }
+  line("planned peak memory", HumanBytes(d.a.peak_bytes), HumanBytes(d.b.peak_bytes));
+  std::map<int32_t, std::pair<int64_t, int64_t>> per_rank;
+  for (const RankReport& r : d.a.ranks) per_rank[r.rank].first = r.planned_bytes;
+  for (const RankReport& r : d.b.ranks) per_rank[r.rank].second = r.planned_bytes;
+  int shown = 0;
+  for (const auto& [rank, ab] : per_rank) {
+    if (ab.first != ab.second && shown++ < 8) line(absl::StrCat("  rank ", rank, " peak"), HumanBytes(ab.first), HumanBytes(ab.second));
+  }
+  line("serial estimate", Seconds(d.a.serial_estimate_seconds), Seconds(d.b.serial_estimate_seconds));
+  absl::StrAppendFormat(&out, "  SBP changed on %d op(s)%s\n", d.sbp_changed.size(), d.sbp_changed.empty() ? "" : ":");
+  for (size_t i = 0; i < d.sbp_changed.size() && i < 20; ++i) {
+    const auto& [op, x, y] = d.sbp_changed[i];
+    absl::StrAppend(&out, "    ", op, ": ", x, "  ->  ", y, "\n");
+  }
+  if (d.sbp_changed.size() > 20) absl::StrAppend(&out, "    ... (--json lists all)\n");
+  if (!d.ops_only_a.empty()) absl::StrAppend(&out, "  ops only in A: ", absl::StrJoin(d.ops_only_a, ", "), "\n");
+  if (!d.ops_only_b.empty()) absl::StrAppend(&out, "  ops only in B: ", absl::StrJoin(d.ops_only_b, ", "), "\n");
+  absl::StrAppendFormat(&out, "  boxing removed: %d (%s per device per firing)\n", d.boxing_removed.size(), HumanBytes(BoxBytes(d.boxing_removed)));
+  for (const BoxingEntry& e : d.boxing_removed) {
+    absl::StrAppend(&out, "    - ", e.op_name, " in", e.input, " ", e.from, " -> ", e.to, " ", e.pattern, " ", HumanBytes(e.bytes), "\n");
+  }
+  absl::StrAppendFormat(&out, "  boxing added: %d (%s per device per firing)\n", d.boxing_added.size(), HumanBytes(BoxBytes(d.boxing_added)));
+  for (const BoxingEntry& e : d.boxing_added) {
+    absl::StrAppend(&out, "    + ", e.op_name, " in", e.input, " ", e.from, " -> ", e.to, " ", e.pattern, " ", HumanBytes(e.bytes), "\n");
+  }
+  return out;
+}
+
+std::string DiffJson(const PlanProto& pa, const PlanProto& pb, const ReportOptions& options) {
+  DiffData d = Diff(pa, pb, options);
+  std::vector<std::string> sbp, added, removed;
+  for (const auto& [op, x, y] : d.sbp_changed) {
+    sbp.push_back(absl::StrFormat("{\"op\":%s,\"a\":%s,\"b\":%s}", Quote(op), Quote(x), Quote(y)));
+  }
+  auto box = [](const BoxingEntry& e) {
+    return absl::StrFormat("{\"op\":%s,\"input\":%d,\"from\":%s,\"to\":%s,\"pattern\":%s,\"bytes\":%.9g}", Quote(e.op_name),
+                           e.input, Quote(e.from), Quote(e.to), Quote(e.pattern), e.bytes);
+  };
+  for (const BoxingEntry& e : d.boxing_added) added.push_back(box(e));
+  for (const BoxingEntry& e : d.boxing_removed) removed.push_back(box(e));
+  std::string a = SummaryJson(d.a), b = SummaryJson(d.b);
+  a.pop_back();
+  b.pop_back();
+  return absl::StrFormat("{\"identical\":%s,\"sbp_changed\":[%s],\"boxing_added\":[%s],\"boxing_removed\":[%s],\"a\":%s,\"b\":%s}\n",
+                         d.a.hash == d.b.hash ? "true" : "false", absl::StrJoin(sbp, ","), absl::StrJoin(added, ","),
+                         absl::StrJoin(removed, ","), a, b);
 }
 
 }  // namespace plan_tool

@@ -106,6 +106,11 @@ std::string SbpJson(const std::vector<SbpDecision>& decisions, const std::string
 std::string BoxingText(const std::vector<BoxingEntry>& entries);
 std::string BoxingJson(const std::vector<BoxingEntry>& entries);
 
+// What changed from plan A to plan B: SBP per op, boxing added / removed (bytes), placements,
+// tasks and registers, per-rank peak memory, the serial estimate, traffic per link class.
+std::string DiffText(const PlanProto& a, const PlanProto& b, const ReportOptions& options = {});
+std::string DiffJson(const PlanProto& a, const PlanProto& b, const ReportOptions& options = {});
+
 // "16GiB", "512MiB", "1.5GB", "2048" (bytes) -> bytes; InvalidArgument naming the text.
 absl::StatusOr<int64_t> ParseBytes(const std::string& text);
 std::string HumanBytes(double bytes);
