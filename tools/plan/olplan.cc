@@ -10,6 +10,7 @@
 // Exit status: 0; 1 for an error (one line naming what is wrong and where); 2 for bad usage.
 #include <algorithm>
 #include <cstdio>
+#include <filesystem>
 #include <iostream>
 #include <memory>
 #include <string>
@@ -28,6 +29,7 @@
 #include "oneflow_like/train/trainer.h"
 #include "oneflow_like/train/trainer_flags.h"
 #include "tools/plan/plan_report.h"
+#include "tools/plan/plan_sim.h"
 
 namespace oneflow_like {
 namespace {
@@ -41,6 +43,10 @@ Commands:
             --device-memory SIZE: fits / does not fit, and levers recompiled to show their effect
   sbp       per op the chosen SBP signature; --op NAME: every candidate with its cost breakdown
   boxing    every inserted SBP/placement transform: transition, pattern, bytes, seconds
+  simulate  a discrete-event simulation of the actor graph (registers, credits, streams, the cost
+            model's compute and alpha-beta link times): step time, idle fraction of the compute
+            streams (pipeline bubble), busiest streams, critical path; --trace-dir DIR writes a
+            predicted Chrome trace per rank; --sim-steps N (3); --free-links (no link cost)
   diff A B  what changed between two plans (each a plan file, a .txt job or a .cfg config):
             SBP per op, boxing added/removed with bytes, placements, tasks, registers, per-rank
             peak memory, the serial estimate, traffic per link class
@@ -63,7 +69,9 @@ Options:
 
 struct Args {
   std::string command;
-  std::string plan_path, job_path, config_path, out_path, op, device_memory;
+  std::string plan_path, job_path, config_path, out_path, op, device_memory, trace_dir;
+  int64_t steps = 3;
+  bool free_links = false;
   bool json = false;
   int32_t world = 0;
   int32_t ranks_per_node = 8;
@@ -85,6 +93,15 @@ absl::StatusOr<Args> ParseArgs(int argc, char** argv) {
     auto is = [&](const std::string& name) { return arg == name || arg.rfind(name + "=", 0) == 0; };
     if (arg == "--json") {
       a.json = true;
+    } else if (arg == "--free-links") {
+      a.free_links = true;
+    } else if (is("--trace-dir")) {
+      ASSIGN_OR_RETURN(a.trace_dir, value(&i, arg, "--trace-dir"));
+    } else if (is("--sim-steps")) {
+      ASSIGN_OR_RETURN(std::string v, value(&i, arg, "--sim-steps"));
+      if (!absl::SimpleAtoi(v, &a.steps) || a.steps < 2 || a.steps > 1000) {
+        return absl::InvalidArgumentError(absl::StrCat("--sim-steps: expected an integer in [2, 1000], got '", v, "'"));
+      }
     } else if (is("--plan")) {
       ASSIGN_OR_RETURN(a.plan_path, value(&i, arg, "--plan"));
     } else if (is("--job")) {
@@ -265,9 +282,9 @@ int Main(int argc, char** argv) {
     return 2;
   }
   const Args& a = *args;
-  const std::vector<std::string> commands = {"summary", "memory", "sbp", "boxing", "compile", "verify", "diff"};
+  const std::vector<std::string> commands = {"summary", "memory", "sbp", "boxing", "compile", "verify", "diff", "simulate"};
   if (std::find(commands.begin(), commands.end(), a.command) == commands.end()) {
-    std::fprintf(stderr, "olplan: unknown command '%s' (summary, memory, sbp, boxing, diff, compile, verify)\n", a.command.c_str());
+    std::fprintf(stderr, "olplan: unknown command '%s' (summary, memory, sbp, boxing, simulate, diff, compile, verify)\n", a.command.c_str());
     return 2;
   }
   int64_t device_memory = 0;
@@ -333,6 +350,29 @@ int Main(int argc, char** argv) {
       return Fail(absl::NotFoundError(absl::StrCat("the plan has no op named '", a.op, "' (olplan sbp lists them)")));
     }
     std::fputs(out.c_str(), stdout);
+    return 0;
+  }
+  if (a.command == "simulate") {
+    plan_tool::SimOptions sim_options;
+    sim_options.steps = a.steps;
+    sim_options.free_links = a.free_links;
+    sim_options.cost.ranks_per_node = a.ranks_per_node;
+    int64_t tasks = 0;
+    for (const RankPlanProto& r : plan.rank_plans()) tasks += r.tasks_size();
+    sim_options.record_trace = tasks * a.steps * std::max<int64_t>(1, plan.pieces_per_step()) < 20000000;
+    absl::StatusOr<plan_tool::Simulation> sim = plan_tool::SimulatePlanTime(plan, sim_options);
+    if (!sim.ok()) return Fail(sim.status());
+    if (!a.trace_dir.empty()) {
+      std::error_code ec;
+      std::filesystem::create_directories(a.trace_dir, ec);
+      if (ec) return Fail(absl::InvalidArgumentError(absl::StrCat("--trace-dir ", a.trace_dir, ": ", ec.message())));
+      for (int32_t rank : plan.ranks()) {
+        const std::string path = absl::StrCat(a.trace_dir, "/predicted.rank", rank, ".json");
+        if (absl::Status s = train::WriteFileAtomically(path, sim->TraceJson(rank)); !s.ok()) return Fail(s);
+      }
+      std::fprintf(stderr, "olplan: wrote %d predicted traces to %s\n", plan.ranks_size(), a.trace_dir.c_str());
+    }
+    std::fputs((a.json ? plan_tool::SimulationJson(*sim) : plan_tool::SimulationText(*sim)).c_str(), stdout);
     return 0;
   }
   if (a.command == "boxing") {

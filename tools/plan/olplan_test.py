@@ -147,6 +147,41 @@ class PlanFiles(unittest.TestCase):
             self.assertIn("frobnicate", r.stderr)
 
 
+class Simulate(unittest.TestCase):
+    def test_pipeline_bubble(self):
+        """p = 4 equal stages, m micro-batches: every stage idles (p-1)/(m+p-1) of the step."""
+        with open(os.path.join(HERE, "testdata", "pipe4.txt")) as f:
+            job = f.read()
+        for m in (2, 4, 8, 16):
+            with tempfile.NamedTemporaryFile("w", suffix=".txt") as f:
+                f.write(job.replace("micro_batches=8", f"micro_batches={m}"))
+                f.flush()
+                d = json.loads(run("simulate", "--job", f.name, "--free-links", "--sim-steps", "4", "--json").stdout)
+            idle = {s["rank"]: 1 - s["utilization"] for s in d["streams"] if s["kind"] == "compute"}
+            for rank in (1, 2):  # the middle stages (the ends carry the input and the loss)
+                self.assertAlmostEqual(idle[rank], 3 / (m + 3), delta=0.025, msg=f"m={m} rank {rank}: {idle}")
+
+    def test_simulate_outputs(self):
+        with tempfile.TemporaryDirectory() as d:
+            r = run("simulate", "--job", MLP, "--trace-dir", d)
+            self.assertIn("simulated step time", r.stdout)
+            self.assertIn("critical path", r.stdout)
+            for rank in (0, 1):
+                with open(os.path.join(d, f"predicted.rank{rank}.json")) as f:
+                    events = json.load(f)["traceEvents"]
+                self.assertTrue(events)
+                self.assertTrue(all(e["dur"] >= 0 and e["ph"] == "X" for e in events))
+        sim = json.loads(run("simulate", "--job", MLP, "--json").stdout)
+        self.assertGreater(sim["step_seconds"], 0)
+        self.assertEqual(len(sim["step_end"]), 3)
+        self.assertTrue(sim["critical_path"])
+        # with links priced, the gradient all-reduce makes the step longer than with free links
+        free = json.loads(run("simulate", "--job", MLP, "--json", "--free-links").stdout)
+        self.assertLess(free["step_seconds"], sim["step_seconds"])
+        r = run("simulate", "--job", MLP, "--sim-steps", "1", check=False)
+        self.assertEqual(r.returncode, 2)
+
+
 class Levers(unittest.TestCase):
     def test_memory_levers_make_a_job_fit(self):
         args = ["--model=gpt", "--vocab=256", "--seq_len=64", "--n_layer=1", "--n_embd=64", "--n_head=4", "--batch=16",

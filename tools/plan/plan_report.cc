@@ -207,8 +207,8 @@ absl::StatusOr<PlanSummary> Summarize(const PlanProto& plan, const ReportOptions
   s.stages = std::max<int32_t>(1, static_cast<int32_t>(placements.size()));
   for (const OpSbpDecisionProto& d : plan.sbp_decisions()) {
     if (d.chosen() < 0 || d.chosen() >= d.candidates_size()) continue;
-    const double rate = IsOptimizerOp(d.op_type()) ? 1.0 : static_cast<double>(s.pieces_per_step);
-    s.serial_estimate_seconds += d.candidates(d.chosen()).total_seconds() * rate;
+    // SBP selection prices each op per step (its seconds times its firings per step)
+    s.serial_estimate_seconds += d.candidates(d.chosen()).total_seconds();
   }
   return s;
 }

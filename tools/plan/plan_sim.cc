@@ -1,0 +1,479 @@
+#include "tools/plan/plan_sim.h"
+
+#include <algorithm>
+#include <chrono>
+#include <limits>
+#include <queue>
+#include <set>
+#include <tuple>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_replace.h"
+#include "oneflow_like/actor/plan_rates.h"
+#include "oneflow_like/core/data_type.h"
+#include "oneflow_like/core/ids.h"
+
+namespace oneflow_like {
+namespace plan_tool {
+namespace {
+
+struct Reg {
+  int capacity = 1;
+  int producer = -1;
+  std::vector<int> consumers;       // task indices
+  std::vector<int64_t> taken, returned;
+  int64_t produced = 0, reserved = 0;
+  int64_t bytes = 0;
+  int64_t InUse() const {
+    if (consumers.empty()) return reserved;
+    return produced + reserved - *std::min_element(returned.begin(), returned.end());
+  }
+  bool Free() const { return InUse() < capacity; }
+};
+
+enum class Kind { kOrdinary, kInputSource, kHolder, kRepeat, kAccumulate, kCollective, kInputless };
+
+struct Task {
+  const TaskProto* proto = nullptr;
+  int rank = 0;
+  int stream = 0;  // index into streams
+  Kind kind = Kind::kOrdinary;
+  std::vector<std::pair<int, int>> inputs;  // (register, consumer slot)
+  std::vector<int> outputs;
+  int64_t budget = -1;
+  int64_t count = 1;    // REPEAT / ACCUMULATE
+  int64_t started = 0, done = 0;
+  double duration = 0;
+  int group = -1;       // collective group
+  int64_t per_step = 1; // firings per step (this simulator's firings)
+  std::vector<double> step_done;
+};
+
+struct Stream {
+  int32_t rank = 0;
+  int32_t id = 0;
+  std::string kind;
+  bool busy = false;
+  std::set<std::pair<int64_t, int>> candidates;  // (order_in_stream, task)
+  double busy_in_window = 0;
+};
+
+int64_t SlotBytes(const TensorDescProto& d) {
+  int64_t n = 1;
+  for (int64_t x : d.dims()) n *= x;
+  return n * SizeOf(static_cast<DataType>(d.dtype()));
+}
+
+class Simulator {
+ public:
+  Simulator(const PlanProto& plan, const SimOptions& o) : plan_(plan), o_(o) {}
+
+  absl::StatusOr<Simulation> Run() {
+    const auto wall = std::chrono::steady_clock::now();
+    RETURN_IF_ERROR(Build());
+    for (size_t s = 0; s < streams_.size(); ++s) TryStart(static_cast<int>(s), 0.0, -1);
+    while (!events_.empty()) {
+      auto [time, firing] = events_.top();
+      events_.pop();
+      Complete(firing, time);
+      std::vector<int> dirty(dirty_.begin(), dirty_.end());
+      dirty_.clear();
+      for (int s : dirty) TryStart(s, time, firing);
+    }
+    RETURN_IF_ERROR(CheckFinished());
+    Simulation sim;
+    sim.firings = static_cast<int64_t>(firings_.size());
+    const int64_t steps = o_.steps;
+    sim.step_end.assign(steps, 0.0);
+    for (const Task& t : tasks_) {
+      for (int64_t k = 0; k < steps && k < static_cast<int64_t>(t.step_done.size()); ++k) {
+        sim.step_end[k] = std::max(sim.step_end[k], t.step_done[k]);
+      }
+    }
+    const double lo = steps >= 2 ? sim.step_end[steps - 2] : 0.0, hi = sim.step_end[steps - 1];
+    sim.step_seconds = hi - lo;
+    // busy time per stream inside the last step's window
+    for (const Firing& f : firings_) {
+      const double a = std::max(f.start, lo), b = std::min(f.end, hi);
+      if (b > a) streams_[tasks_[f.task].stream].busy_in_window += b - a;
+    }
+    double idle = 0;
+    int compute = 0;
+    for (const Stream& s : streams_) {
+      StreamStat st{s.rank, s.id, s.kind, s.busy_in_window, sim.step_seconds > 0 ? s.busy_in_window / sim.step_seconds : 0};
+      if (s.kind == "compute" && has_compute_.count({s.rank, s.id})) {
+        idle += 1.0 - st.utilization;
+        ++compute;
+      }
+      sim.streams.push_back(st);
+    }
+    sim.idle_fraction = compute ? idle / compute : 0;
+    // critical path: from the firing that ended last in the last step, back through causes
+    int last = -1;
+    for (size_t i = 0; i < firings_.size(); ++i) {
+      if (firings_[i].end <= hi + 1e-15 && (last < 0 || firings_[i].end > firings_[last].end)) last = static_cast<int>(i);
+    }
+    std::vector<std::string> path;
+    for (int f = last; f >= 0 && path.size() < 100000; f = firings_[f].cause) {
+      if (firings_[f].end < lo) break;
+      const Task& t = tasks_[firings_[f].task];
+      path.push_back(absl::StrFormat("%s [%.1f..%.1f us]", t.proto->name(), (firings_[f].start - lo) * 1e6,
+                                     (firings_[f].end - lo) * 1e6));
+    }
+    std::reverse(path.begin(), path.end());
+    sim.critical_path = std::move(path);
+    for (const Task& t : tasks_) {
+      sim.task_names.push_back({t.rank, t.proto->name()});
+      sim.task_streams.push_back(streams_[t.stream].id);
+    }
+    if (o_.record_trace) sim.trace = firings_;
+    sim.simulator_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall).count();
+    return sim;
+  }
+
+ private:
+  absl::Status Build() {
+    ASSIGN_OR_RETURN(auto rates, actor::FiringsPerStep(plan_));
+    const int64_t pieces = std::max<int64_t>(1, plan_.pieces_per_step());
+    std::map<std::string, double> op_seconds;
+    for (const OpSbpDecisionProto& d : plan_.sbp_decisions()) {
+      if (d.chosen() >= 0 && d.chosen() < d.candidates_size()) op_seconds[d.op_name()] = d.candidates(d.chosen()).compute_seconds();
+    }
+    // producing registers
+    absl::flat_hash_map<int64_t, int> reg_of;  // register id -> index
+    absl::flat_hash_map<int64_t, int> task_of;
+    std::map<std::pair<int32_t, int32_t>, int> stream_of;
+    for (const RankPlanProto& rp : plan_.rank_plans()) {
+      std::map<std::string, TensorBindingProto::Kind> bindings;
+      for (const TensorBindingProto& b : rp.bindings()) bindings[b.tensor_name()] = b.kind();
+      for (const RegisterProto& r : rp.registers()) {
+        if (r.has_remote()) continue;
+        Reg reg;
+        reg.capacity = std::max(1, r.count());
+        for (const TensorDescProto& s : r.slots()) reg.bytes += SlotBytes(s);
+        reg_of[r.id()] = static_cast<int>(regs_.size());
+        regs_.push_back(std::move(reg));
+      }
+      for (const TaskProto& t : rp.tasks()) {
+        Task task;
+        task.proto = &t;
+        task.rank = rp.rank();
+        auto key = std::make_pair(rp.rank(), t.stream_id());
+        auto it = stream_of.find(key);
+        if (it == stream_of.end()) {
+          Stream s;
+          s.rank = rp.rank();
+          s.id = t.stream_id();
+          s.kind = t.stream_kind() == STREAM_COMPUTE ? "compute" : (t.stream_kind() == STREAM_COPY ? "copy" : "comm");
+          it = stream_of.emplace(key, static_cast<int>(streams_.size())).first;
+          streams_.push_back(std::move(s));
+        }
+        task.stream = it->second;
+        if (t.type() == TaskProto::COMPUTE) has_compute_.insert(key);
+        auto rate = rates.find(t.id());
+        task.per_step = rate == rates.end() ? pieces : std::max<int64_t>(1, rate->second);
+        switch (t.type()) {
+          case TaskProto::SOURCE: {
+            auto b = bindings.find(t.io().tensor_name());
+            task.kind = b != bindings.end() && b->second == TensorBindingProto::VARIABLE ? Kind::kHolder : Kind::kInputSource;
+            break;
+          }
+          case TaskProto::REPEAT: task.kind = Kind::kRepeat; task.count = std::max<int64_t>(1, t.count().count()); break;
+          case TaskProto::ACCUMULATE:
+            task.kind = Kind::kAccumulate;
+            task.count = std::max<int64_t>(1, t.count().count());
+            task.per_step *= task.count;  // this simulator fires once per input
+            break;
+          case TaskProto::COLLECTIVE: task.kind = Kind::kCollective; break;
+          default: task.kind = t.consumed_register_ids_size() == 0 ? Kind::kInputless : Kind::kOrdinary;
+        }
+        task.budget = task.per_step * o_.steps;
+        task_of[t.id()] = static_cast<int>(tasks_.size());
+        tasks_.push_back(std::move(task));
+      }
+    }
+    for (size_t i = 0; i < tasks_.size(); ++i) {
+      Task& t = tasks_[i];
+      for (int64_t id : t.proto->produced_register_ids()) {
+        auto r = reg_of.find(id);
+        if (r == reg_of.end()) return absl::InvalidArgumentError(absl::StrCat(t.proto->name(), ": produced register ", id, " unknown"));
+        t.outputs.push_back(r->second);
+        regs_[r->second].producer = static_cast<int>(i);
+      }
+    }
+    for (size_t i = 0; i < tasks_.size(); ++i) {
+      Task& t = tasks_[i];
+      for (int64_t id : t.proto->consumed_register_ids()) {
+        auto r = reg_of.find(id);
+        if (r == reg_of.end()) return absl::InvalidArgumentError(absl::StrCat(t.proto->name(), ": consumed register ", id, " unknown"));
+        Reg& reg = regs_[r->second];
+        t.inputs.push_back({r->second, static_cast<int>(reg.consumers.size())});
+        reg.consumers.push_back(static_cast<int>(i));
+        reg.taken.push_back(0);
+        reg.returned.push_back(0);
+      }
+    }
+    // collectives: one group per (global order, ranks)
+    std::map<std::pair<int64_t, std::vector<int32_t>>, int> groups;
+    for (size_t i = 0; i < tasks_.size(); ++i) {
+      Task& t = tasks_[i];
+      if (t.kind != Kind::kCollective) continue;
+      const CollectiveParams& c = t.proto->collective();
+      auto key = std::make_pair(c.global_order(), std::vector<int32_t>(c.ranks().begin(), c.ranks().end()));
+      auto it = groups.find(key);
+      if (it == groups.end()) {
+        it = groups.emplace(key, static_cast<int>(groups_.size())).first;
+        groups_.emplace_back();
+      }
+      t.group = it->second;
+      groups_[t.group].push_back(static_cast<int>(i));
+    }
+    for (size_t i = 0; i < tasks_.size(); ++i) {
+      tasks_[i].duration = Duration(tasks_[i], op_seconds);
+      streams_[tasks_[i].stream].candidates.insert({tasks_[i].proto->order_in_stream(), static_cast<int>(i)});
+      tasks_[i].step_done.reserve(o_.steps);
+    }
+    return absl::OkStatus();
+  }
+
+  double Duration(const Task& t, const std::map<std::string, double>& op_seconds) const {
+    const compiler::CostConfig& c = o_.cost;
+    int64_t out_bytes = 0, in_bytes = 0;
+    for (int r : t.outputs) out_bytes += regs_[r].bytes;
+    for (const auto& [r, slot] : t.inputs) in_bytes += regs_[r].bytes;
+    switch (t.proto->type()) {
+      case TaskProto::COMPUTE: {
+        // the SBP decision prices an op per step (seconds x firings per step): one firing's share
+        const double per_step = static_cast<double>(std::max<int64_t>(1, t.per_step));
+        auto it = op_seconds.find(t.proto->op_name());
+        if (it != op_seconds.end()) return it->second / per_step;
+        // recompute clones and other ops without a decision: the op they copy, else memory-bound
+        std::string base = t.proto->op_name();
+        const size_t slash = base.rfind("/recompute");
+        if (slash != std::string::npos) {
+          auto b = op_seconds.find(base.substr(0, slash));
+          if (b != op_seconds.end()) return b->second / per_step;
+        }
+        return c.task_overhead_seconds + compiler::LocalCopySeconds(static_cast<double>(in_bytes + out_bytes), c);
+      }
+      case TaskProto::TRANSFER: {
+        if (o_.free_links) return c.task_overhead_seconds;
+        const int32_t peer = t.proto->transfer().peer_rank();
+        return compiler::TransferSeconds(out_bytes, compiler::Classify(Rank(peer), Rank(t.rank), c), c);
+      }
+      case TaskProto::COLLECTIVE: {
+        if (o_.free_links) return c.task_overhead_seconds;
+        const int n = std::max(1, t.proto->collective().ranks_size());
+        const auto& link = c.link(compiler::LinkClass::kSameNode);
+        return 2.0 * (n - 1) * (link.alpha_seconds + static_cast<double>(out_bytes) / n * link.beta_seconds_per_byte);
+      }
+      case TaskProto::BOXING_SLICE:
+      case TaskProto::BOXING_CONCAT:
+      case TaskProto::BOXING_ADD:
+      case TaskProto::COPY:
+      case TaskProto::ACCUMULATE:
+        return c.task_overhead_seconds + compiler::LocalCopySeconds(static_cast<double>(in_bytes + out_bytes), c);
+      case TaskProto::SOURCE:
+        return t.kind == Kind::kInputSource
+                   ? c.task_overhead_seconds + compiler::LocalCopySeconds(static_cast<double>(out_bytes), c)
+                   : c.task_overhead_seconds;
+      default:
+        return c.task_overhead_seconds;
+    }
+  }
+
+  // Whether the task's next firing may start (its stream aside).
+  bool Enabled(const Task& t) const {
+    if (t.budget >= 0 && t.started >= t.budget) return false;
+    const int64_t j = t.started;
+    bool need_inputs = true, need_outputs = true;
+    switch (t.kind) {
+      case Kind::kInputSource: need_inputs = false; break;
+      case Kind::kHolder: need_inputs = j > 0; break;
+      case Kind::kRepeat: need_inputs = j % t.count == 0; break;
+      case Kind::kAccumulate: need_outputs = j % t.count == t.count - 1; break;
+      default: break;
+    }
+    if (need_inputs) {
+      for (const auto& [r, slot] : t.inputs) {
+        if (regs_[r].produced - regs_[r].taken[slot] <= 0) return false;
+      }
+    }
+    if (need_outputs) {
+      for (int r : t.outputs) {
+        if (!regs_[r].Free()) return false;
+      }
+    }
+    return true;
+  }
+
+  void Start(int ti, double now, int cause) {
+    Task& t = tasks_[ti];
+    const int64_t j = t.started++;
+    bool take = true, reserve = true;
+    switch (t.kind) {
+      case Kind::kInputSource: take = false; break;
+      case Kind::kHolder: take = j > 0; break;
+      case Kind::kRepeat: take = j % t.count == 0; break;
+      case Kind::kAccumulate: reserve = j % t.count == t.count - 1; break;
+      default: break;
+    }
+    if (take) for (const auto& [r, slot] : t.inputs) ++regs_[r].taken[slot];
+    if (reserve) for (int r : t.outputs) ++regs_[r].reserved;
+    streams_[t.stream].busy = true;
+    Firing f{ti, now, now + t.duration, cause};
+    firings_.push_back(f);
+    firing_flags_.push_back({take, reserve});
+    events_.push({f.end, static_cast<int>(firings_.size()) - 1});
+  }
+
+  void Touch(int ti) {
+    const Task& t = tasks_[ti];
+    streams_[t.stream].candidates.insert({t.proto->order_in_stream(), ti});
+    dirty_.insert(t.stream);
+  }
+
+  void Complete(int fi, double now) {
+    const Firing& f = firings_[fi];
+    Task& t = tasks_[f.task];
+    const auto [took, reserved] = firing_flags_[fi];
+    const int64_t j = t.done++;
+    if (reserved) {
+      for (int r : t.outputs) {
+        --regs_[r].reserved;
+        ++regs_[r].produced;
+        for (int c : regs_[r].consumers) Touch(c);
+      }
+    }
+    // inputs go back: ordinary tasks at once; REPEAT after its last emission of a group
+    bool give_back = took;
+    if (t.kind == Kind::kRepeat) give_back = j % t.count == t.count - 1;
+    if (give_back) {
+      for (const auto& [r, slot] : t.inputs) {
+        ++regs_[r].returned[slot];
+        if (regs_[r].producer >= 0) Touch(regs_[r].producer);
+      }
+    }
+    if ((j + 1) % t.per_step == 0) t.step_done.push_back(now);
+    streams_[t.stream].busy = false;
+    Touch(f.task);
+  }
+
+  void TryStart(int si, double now, int cause) {
+    Stream& s = streams_[si];
+    if (s.busy) return;
+    for (auto it = s.candidates.begin(); it != s.candidates.end();) {
+      const int ti = it->second;
+      const Task& t = tasks_[ti];
+      if (!Enabled(t)) {
+        it = s.candidates.erase(it);
+        continue;
+      }
+      if (t.group >= 0) {
+        bool all = true;
+        for (int m : groups_[t.group]) {
+          all &= Enabled(tasks_[m]) && (m == ti || !streams_[tasks_[m].stream].busy);
+        }
+        if (!all) {
+          ++it;
+          continue;
+        }
+        for (int m : groups_[t.group]) Start(m, now, cause);
+        return;
+      }
+      Start(ti, now, cause);
+      return;
+    }
+  }
+
+  absl::Status CheckFinished() const {
+    std::vector<std::string> blocked;
+    for (const Task& t : tasks_) {
+      if (t.budget >= 0 && t.done < t.budget && t.kind != Kind::kInputless) {
+        if (blocked.size() < 4) blocked.push_back(absl::StrCat(t.proto->name(), " (rank ", t.rank, ", ", t.done, " of ", t.budget, " firings)"));
+      }
+    }
+    if (!blocked.empty()) {
+      return absl::InvalidArgumentError(absl::StrCat("the simulation stalled before ", o_.steps,
+                                                     " steps (a deadlock?); blocked: ", absl::StrJoin(blocked, "; ")));
+    }
+    return absl::OkStatus();
+  }
+
+  const PlanProto& plan_;
+  SimOptions o_;
+  std::vector<Reg> regs_;
+  std::vector<Task> tasks_;
+  std::vector<Stream> streams_;
+  std::vector<std::vector<int>> groups_;
+  std::set<std::pair<int32_t, int32_t>> has_compute_;
+  std::vector<Firing> firings_;
+  std::vector<std::pair<bool, bool>> firing_flags_;
+  std::set<int> dirty_;
+  std::priority_queue<std::pair<double, int>, std::vector<std::pair<double, int>>, std::greater<>> events_;
+};
+
+}  // namespace
+
+absl::StatusOr<Simulation> SimulatePlanTime(const PlanProto& plan, const SimOptions& options) {
+  if (options.steps < 1) return absl::InvalidArgumentError("simulate: --steps must be at least 1");
+  Simulator sim(plan, options);
+  return sim.Run();
+}
+
+std::string Simulation::TraceJson(int32_t rank) const {
+  std::vector<std::string> events;
+  for (const Firing& f : trace) {
+    if (task_names[f.task].first != rank) continue;
+    events.push_back(absl::StrFormat("{\"name\":\"%s\",\"ph\":\"X\",\"pid\":%d,\"tid\":%d,\"ts\":%.3f,\"dur\":%.3f}",
+                                     absl::StrReplaceAll(task_names[f.task].second, {{"\"", "'"}}), rank,
+                                     task_streams[f.task], f.start * 1e6, (f.end - f.start) * 1e6));
+  }
+  return absl::StrCat("{\"traceEvents\":[", absl::StrJoin(events, ",\n"), "]}\n");
+}
+
+std::string SimulationText(const Simulation& sim, int max_streams) {
+  std::string out = absl::StrFormat("simulated step time: %.3f ms (step %d of %d; steps end at", sim.step_seconds * 1e3,
+                                    sim.step_end.size(), sim.step_end.size());
+  for (double t : sim.step_end) absl::StrAppendFormat(&out, " %.3f", t * 1e3);
+  absl::StrAppendFormat(&out, " ms)\n  compute streams idle %.1f%% of the step (pipeline bubble and waits)\n", sim.idle_fraction * 100);
+  std::vector<StreamStat> streams = sim.streams;
+  std::sort(streams.begin(), streams.end(), [](const StreamStat& a, const StreamStat& b) { return a.utilization > b.utilization; });
+  absl::StrAppend(&out, "  busiest streams:");
+  for (int i = 0; i < max_streams && i < static_cast<int>(streams.size()); ++i) {
+    absl::StrAppendFormat(&out, " r%d/%s%d %.0f%%;", streams[i].rank, streams[i].kind, streams[i].stream, streams[i].utilization * 100);
+  }
+  absl::StrAppendFormat(&out, "\n  critical path of the last step (%d firings):\n", sim.critical_path.size());
+  const size_t n = sim.critical_path.size();
+  for (size_t i = 0; i < n; ++i) {
+    if (n > 12 && i == 6) {
+      absl::StrAppendFormat(&out, "    ... %d more ...\n", n - 12);
+      i = n - 6;
+    }
+    absl::StrAppend(&out, "    ", sim.critical_path[i], "\n");
+  }
+  absl::StrAppendFormat(&out, "  %d firings simulated in %.2f s (%.0f firings/s)\n", sim.firings, sim.simulator_seconds,
+                        sim.simulator_seconds > 0 ? sim.firings / sim.simulator_seconds : 0.0);
+  return out;
+}
+
+std::string SimulationJson(const Simulation& sim) {
+  std::vector<std::string> ends, streams, path;
+  for (double t : sim.step_end) ends.push_back(absl::StrFormat("%.9g", t));
+  for (const StreamStat& s : sim.streams) {
+    streams.push_back(absl::StrFormat("{\"rank\":%d,\"stream\":%d,\"kind\":\"%s\",\"busy_seconds\":%.9g,\"utilization\":%.6f}",
+                                      s.rank, s.stream, s.kind, s.busy_seconds, s.utilization));
+  }
+  for (const std::string& p : sim.critical_path) path.push_back(absl::StrCat("\"", absl::StrReplaceAll(p, {{"\"", "'"}}), "\""));
+  return absl::StrFormat(
+      "{\"step_seconds\":%.9g,\"step_end\":[%s],\"idle_fraction\":%.6f,\"firings\":%d,\"simulator_seconds\":%.6f,"
+      "\"streams\":[%s],\"critical_path\":[%s]}\n",
+      sim.step_seconds, absl::StrJoin(ends, ","), sim.idle_fraction, sim.firings, sim.simulator_seconds,
+      absl::StrJoin(streams, ","), absl::StrJoin(path, ","));
+}
+
+}  // namespace plan_tool
+}  // namespace oneflow_like

@@ -1,0 +1,77 @@
+// olplan simulate: a discrete-event simulation of a Plan's actor graph in time, with the
+// runtime's own rules (the firing rules of compiler/plan/plan_simulator.h: registers and their
+// credits, SOURCE / REPEAT / ACCUMULATE rates, variable update back edges, collective
+// rendezvous) plus time: every (rank, stream) runs one firing at a time, in stream order among
+// the enabled tasks; a firing takes its inputs and reserves its outputs when it starts and
+// emits / returns them when it ends. Durations come from the compiler's cost model:
+//   COMPUTE    the op's compute seconds in the chosen SBP candidate (per device)
+//   TRANSFER   alpha + bytes x beta of the link class (same node / across nodes)
+//   BOXING_*, COPY, ACCUMULATE, SOURCE of an input: a local copy of the bytes they touch
+//   others     the per-task overhead
+//
+//   ASSIGN_OR_RETURN(Simulation sim, SimulatePlanTime(plan, SimOptions{}));
+//   sim.step_seconds, sim.idle_fraction, sim.critical_path, sim.TraceJson(rank)
+//
+// Results are for the last of `steps` simulated steps (the first ones fill the pipeline).
+// Errors: InvalidArgument when the plan's rates cannot be derived or the simulation stalls
+// (a deadlock: the report names the blocked tasks). Pure function of the plan and options.
+#ifndef ONEFLOW_LIKE_TOOLS_PLAN_PLAN_SIM_H_
+#define ONEFLOW_LIKE_TOOLS_PLAN_PLAN_SIM_H_
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "oneflow_like/compiler/boxing/cost_model.h"
+#include "oneflow_like/core/proto/plan.pb.h"
+
+namespace oneflow_like {
+namespace plan_tool {
+
+struct SimOptions {
+  int64_t steps = 3;
+  compiler::CostConfig cost;
+  bool free_links = false;       // transfers and collectives take no time (tests of the schedule)
+  bool record_trace = true;      // per-firing records (trace, critical path); off for huge plans
+};
+
+struct StreamStat {
+  int32_t rank = 0;
+  int32_t stream = 0;
+  std::string kind;              // compute / copy / comm
+  double busy_seconds = 0;       // within the last step
+  double utilization = 0;        // busy / step
+};
+
+struct Firing {
+  int32_t task = -1;             // index into the plan's tasks (rank order, then task order)
+  double start = 0, end = 0;
+  int32_t cause = -1;            // the firing whose end enabled this one (critical path)
+};
+
+struct Simulation {
+  double step_seconds = 0;               // the last step
+  std::vector<double> step_end;          // when every task finished step k
+  double idle_fraction = 0;              // mean over compute streams of 1 - busy / step (pipeline bubble + waits)
+  std::vector<StreamStat> streams;
+  std::vector<std::string> critical_path;  // the chain of firings that ended the last step, first to last
+  int64_t firings = 0;
+  double simulator_seconds = 0;          // wall time of the simulation
+  std::vector<Firing> trace;             // when record_trace
+  std::vector<std::pair<int32_t, std::string>> task_names;  // index -> (rank, name)
+  std::vector<int32_t> task_streams;     // index -> stream id
+  // Chrome trace JSON of one rank's firings ({"traceEvents": [...]}), times in microseconds.
+  std::string TraceJson(int32_t rank) const;
+};
+
+absl::StatusOr<Simulation> SimulatePlanTime(const PlanProto& plan, const SimOptions& options = {});
+
+std::string SimulationText(const Simulation& sim, int max_streams = 8);
+std::string SimulationJson(const Simulation& sim);
+
+}  // namespace plan_tool
+}  // namespace oneflow_like
+
+#endif  // ONEFLOW_LIKE_TOOLS_PLAN_PLAN_SIM_H_
