@@ -57,7 +57,9 @@ struct Stream {
   int32_t id = 0;
   std::string kind;
   bool busy = false;
-  std::set<std::pair<int64_t, int>> candidates;  // (order_in_stream, task)
+  // (step of the task's next firing, order_in_stream, task): earlier steps first (as messages
+  // arrive in the runtime), the compiler's static order within a step.
+  std::set<std::tuple<int64_t, int64_t, int>> candidates;
   double busy_in_window = 0;
 };
 
@@ -233,7 +235,7 @@ class Simulator {
     }
     for (size_t i = 0; i < tasks_.size(); ++i) {
       tasks_[i].duration = Duration(tasks_[i], op_seconds);
-      streams_[tasks_[i].stream].candidates.insert({tasks_[i].proto->order_in_stream(), static_cast<int>(i)});
+      streams_[tasks_[i].stream].candidates.insert(Key(static_cast<int>(i)));
       tasks_[i].step_done.reserve(o_.steps);
     }
     return absl::OkStatus();
@@ -330,9 +332,14 @@ class Simulator {
     events_.push({f.end, static_cast<int>(firings_.size()) - 1});
   }
 
+  std::tuple<int64_t, int64_t, int> Key(int ti) const {
+    const Task& t = tasks_[ti];
+    return {t.started / std::max<int64_t>(1, t.per_step), t.proto->order_in_stream(), ti};
+  }
+
   void Touch(int ti) {
     const Task& t = tasks_[ti];
-    streams_[t.stream].candidates.insert({t.proto->order_in_stream(), ti});
+    streams_[t.stream].candidates.insert(Key(ti));
     dirty_.insert(t.stream);
   }
 
@@ -366,8 +373,14 @@ class Simulator {
     Stream& s = streams_[si];
     if (s.busy) return;
     for (auto it = s.candidates.begin(); it != s.candidates.end();) {
-      const int ti = it->second;
+      const int ti = std::get<2>(*it);
       const Task& t = tasks_[ti];
+      if (*it != Key(ti)) {  // stale: the task fired since; its current key sorts later
+        auto key = Key(ti);
+        it = s.candidates.erase(it);
+        s.candidates.insert(key);
+        continue;
+      }
       if (!Enabled(t)) {
         it = s.candidates.erase(it);
         continue;
