@@ -28,6 +28,7 @@
 #include "oneflow_like/train/config_file.h"
 #include "oneflow_like/train/trainer.h"
 #include "oneflow_like/train/trainer_flags.h"
+#include "tools/plan/calibrate.h"
 #include "tools/plan/plan_report.h"
 #include "tools/plan/plan_sim.h"
 
@@ -50,6 +51,9 @@ Commands:
   diff A B  what changed between two plans (each a plan file, a .txt job or a .cfg config):
             SBP per op, boxing added/removed with bytes, placements, tasks, registers, per-rank
             peak memory, the serial estimate, traffic per link class
+  calibrate measure this machine (matmul FLOP/s, memory bandwidth, per-actor overhead) and save
+            the profile every later compile and prediction uses (--profile FILE; default
+            ~/.cache/oneflow_like/olplan_profile.txt)
   compile   compile only; --out FILE writes the plan (a serialized PlanProto)
   verify    the whole-plan checks (producers, transfers, collective order, deadlock simulation)
 
@@ -65,11 +69,12 @@ Options:
   --op NAME                one op (sbp)
   --ranks-per-node N       link classes: ranks r and s share a node when r/N == s/N (8)
   --out FILE               (compile) where to write the plan
+  --profile FILE           the cost profile to use / to write (calibrate)
 )";
 
 struct Args {
   std::string command;
-  std::string plan_path, job_path, config_path, out_path, op, device_memory, trace_dir;
+  std::string plan_path, job_path, config_path, out_path, op, device_memory, trace_dir, profile;
   int64_t steps = 3;
   bool free_links = false;
   bool json = false;
@@ -95,6 +100,8 @@ absl::StatusOr<Args> ParseArgs(int argc, char** argv) {
       a.json = true;
     } else if (arg == "--free-links") {
       a.free_links = true;
+    } else if (is("--profile")) {
+      ASSIGN_OR_RETURN(a.profile, value(&i, arg, "--profile"));
     } else if (is("--trace-dir")) {
       ASSIGN_OR_RETURN(a.trace_dir, value(&i, arg, "--trace-dir"));
     } else if (is("--sim-steps")) {
@@ -149,9 +156,16 @@ absl::StatusOr<PlanProto> ReadPlanFile(const std::string& path) {
   return plan;
 }
 
+// The cost model every compile of this run uses (olplan calibrate's profile when there is one).
+compiler::CostConfig& Cost() {
+  static compiler::CostConfig* cost = new compiler::CostConfig();  // this process's settings, set once in Main
+  return *cost;
+}
+
 absl::StatusOr<PlanProto> CompileGraph(compiler::Graph graph, int32_t world) {
   compiler::CompileOptions options;
   options.world_size = world;
+  options.cost = Cost();
   options.on_phase = [](const std::string& phase, double seconds) {
     if (seconds > 1.0) std::fprintf(stderr, "olplan: %s took %.1f s\n", phase.c_str(), seconds);
   };
@@ -282,9 +296,10 @@ int Main(int argc, char** argv) {
     return 2;
   }
   const Args& a = *args;
-  const std::vector<std::string> commands = {"summary", "memory", "sbp", "boxing", "compile", "verify", "diff", "simulate"};
+  const std::vector<std::string> commands = {"summary", "memory", "sbp", "boxing", "compile", "verify", "diff", "simulate",
+                                             "calibrate"};
   if (std::find(commands.begin(), commands.end(), a.command) == commands.end()) {
-    std::fprintf(stderr, "olplan: unknown command '%s' (summary, memory, sbp, boxing, simulate, diff, compile, verify)\n", a.command.c_str());
+    std::fprintf(stderr, "olplan: unknown command '%s' (summary, memory, sbp, boxing, simulate, diff, compile, verify, calibrate)\n", a.command.c_str());
     return 2;
   }
   int64_t device_memory = 0;
@@ -295,6 +310,25 @@ int Main(int argc, char** argv) {
   }
   OpRegistry registry;
   if (absl::Status s = RegisterBuiltinOps(&registry); !s.ok()) return Fail(s);
+  const std::string profile_path = a.profile.empty() ? plan_tool::DefaultProfilePath() : a.profile;
+  if (a.command == "calibrate") {
+    absl::StatusOr<plan_tool::Profile> p =
+        plan_tool::Calibrate(registry, [](const std::string& line) { std::printf("  %s\n", line.c_str()); });
+    if (!p.ok()) return Fail(p.status());
+    if (absl::Status s = plan_tool::SaveProfile(*p, profile_path); !s.ok()) return Fail(s);
+    std::printf("saved %s (used by every later olplan compile and prediction)\n", profile_path.c_str());
+    return 0;
+  }
+  {
+    absl::StatusOr<plan_tool::Profile> p = plan_tool::LoadProfile(profile_path);
+    if (p.ok()) {
+      plan_tool::ApplyProfile(*p, &Cost());
+      std::fprintf(stderr, "olplan: cost profile %s (%.1f GFLOP/s, %.1f GB/s, %.2f us per firing)\n", profile_path.c_str(),
+                   p->flops_per_second / 1e9, p->memory_bytes_per_second / 1e9, p->task_overhead_seconds * 1e6);
+    } else if (!a.profile.empty() || p.status().code() != absl::StatusCode::kNotFound) {
+      return Fail(p.status());
+    }
+  }
   if (a.command == "diff") {
     if (a.positional.size() != 2) {
       std::fprintf(stderr, "olplan: diff takes two plans: olplan diff A B (plan files, .txt jobs or .cfg configs)\n");
@@ -356,6 +390,7 @@ int Main(int argc, char** argv) {
     plan_tool::SimOptions sim_options;
     sim_options.steps = a.steps;
     sim_options.free_links = a.free_links;
+    sim_options.cost = Cost();
     sim_options.cost.ranks_per_node = a.ranks_per_node;
     int64_t tasks = 0;
     for (const RankPlanProto& r : plan.rank_plans()) tasks += r.tasks_size();

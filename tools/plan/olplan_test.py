@@ -15,8 +15,11 @@ MLP = os.path.join(HERE, "testdata", "mlp2.txt")
 ROOT = os.path.dirname(os.path.dirname(HERE))
 
 
+_HOME = tempfile.mkdtemp(prefix="olplan_home")  # no calibrated profile of this machine: default costs
+
+
 def run(*args, check=True):
-    r = subprocess.run([OLPLAN, *args], capture_output=True, text=True, timeout=300)
+    r = subprocess.run([OLPLAN, *args], capture_output=True, text=True, timeout=300, env=dict(os.environ, HOME=_HOME))
     if check:
         assert r.returncode == 0, f"olplan {' '.join(args)}: {r.returncode}\n{r.stdout}\n{r.stderr}"
     return r
@@ -180,6 +183,34 @@ class Simulate(unittest.TestCase):
         self.assertLess(free["step_seconds"], sim["step_seconds"])
         r = run("simulate", "--job", MLP, "--sim-steps", "1", check=False)
         self.assertEqual(r.returncode, 2)
+
+
+class Calibrate(unittest.TestCase):
+    def test_profile_written_and_used(self):
+        with tempfile.TemporaryDirectory() as d:
+            path = os.path.join(d, "profile.txt")
+            r = run("calibrate", "--profile", path)
+            self.assertIn("GFLOP/s", r.stdout)
+            with open(path) as f:
+                values = dict(line.split(" = ") for line in f.read().splitlines() if not line.startswith("#"))
+            self.assertEqual(set(values), {"flops_per_second", "memory_bytes_per_second", "task_overhead_seconds"})
+            self.assertTrue(all(float(v) > 0 for v in values.values()))
+            used = run("summary", "--job", MLP, "--profile", path)
+            self.assertIn(f"cost profile {path}", used.stderr)
+            # a slower machine predicts a slower step
+            with open(path, "w") as f:
+                f.write("flops_per_second = 1e6\nmemory_bytes_per_second = 1e6\ntask_overhead_seconds = 1e-3\n")
+            slow = json.loads(run("simulate", "--job", MLP, "--profile", path, "--json").stdout)["step_seconds"]
+            fast = json.loads(run("simulate", "--job", MLP, "--json", "--profile", os.path.join(HERE, "testdata",
+                                                                                                "mlp2.txt"),
+                                  check=False).stdout or "{}").get("step_seconds")
+            self.assertIsNone(fast)  # not a profile: refused
+            self.assertGreater(slow, 1e-3)
+            with open(path, "w") as f:
+                f.write("flops_per_second = fast\n")
+            r = run("summary", "--job", MLP, "--profile", path, check=False)
+            self.assertEqual(r.returncode, 1)
+            self.assertIn(f"{path}:1: expected 'key = positive number'", r.stderr)
 
 
 class Levers(unittest.TestCase):

@@ -1,0 +1,140 @@
+#include "tools/plan/calibrate.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <ctime>
+#include <filesystem>
+#include <vector>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
+#include "oneflow_like/actor/session.h"
+#include "oneflow_like/compiler/driver/compile.h"
+#include "oneflow_like/compiler/text_format.h"
+#include "oneflow_like/core/eager.h"
+#include "oneflow_like/train/checkpoint_format.h"
+
+namespace oneflow_like {
+namespace plan_tool {
+namespace {
+
+double Now() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
+
+template <typename F>
+double BestOf(int reps, F f) {
+  double best = 1e30;
+  for (int i = 0; i < reps; ++i) {
+    const double t0 = Now();
+    f();
+    best = std::min(best, Now() - t0);
+  }
+  return best;
+}
+
+}  // namespace
+
+absl::StatusOr<Profile> Calibrate(const OpRegistry& registry, const std::function<void(const std::string&)>& log) {
+  Profile p;
+  {  // GEMM through the registry's kernel
+    const int64_t n = 1024;
+    Tensor a(DataType::kFloat32, Shape({n, n})), b(DataType::kFloat32, Shape({n, n}));
+    for (int64_t i = 0; i < n * n; ++i) {
+      a.data<float>()[i] = static_cast<float>(i % 7) * 0.1f;
+      b.data<float>()[i] = static_cast<float>(i % 5) * 0.1f;
+    }
+    absl::Status status;
+    const double t = BestOf(5, [&] { status = RunOp(registry, "matmul", {a, b}).status(); });
+    RETURN_IF_ERROR(status);
+    p.flops_per_second = 2.0 * n * n * n / t;
+    log(absl::StrFormat("matmul 1024^3: %.1f GFLOP/s", p.flops_per_second / 1e9));
+  }
+  {  // memory
+    const size_t bytes = size_t{128} << 20;
+    std::vector<char> src(bytes, 1), dst(bytes, 0);
+    const double t = BestOf(5, [&] { std::memcpy(dst.data(), src.data(), bytes); });
+    p.memory_bytes_per_second = 2.0 * bytes / t;
+    log(absl::StrFormat("memcpy 128 MiB: %.1f GB/s (read + write)", p.memory_bytes_per_second / 1e9));
+  }
+  {  // per-actor overhead: a chain of tiny ops in the runtime
+    std::string text = "config(name=\"overhead\")\nx0 = input(shape=[1]) placement=cpu:[0]\n";
+    const int ops = 64;
+    for (int i = 1; i <= ops; ++i) absl::StrAppend(&text, "x", i, " = relu(x", i - 1, ")\n");
+    absl::StrAppend(&text, "output(x", ops, ")\n");
+    ASSIGN_OR_RETURN(compiler::Graph graph, compiler::ParseGraph(text, registry));
+    ASSIGN_OR_RETURN(PlanProto plan, compiler::Compile(std::move(graph)));
+    ASSIGN_OR_RETURN(std::unique_ptr<actor::Session> session, actor::Session::Create(plan, &registry));
+    Tensor x(DataType::kFloat32, Shape({1}));
+    x.data<float>()[0] = 1;
+    absl::Status status;
+    auto step = [&] {
+      for (int i = 0; i < 50 && status.ok(); ++i) {
+        status = session->Feed("x0", x);
+        if (status.ok()) status = session->RunStep();
+      }
+    };
+    step();  // warm-up
+    const double t = BestOf(3, step);
+    RETURN_IF_ERROR(status);
+    RETURN_IF_ERROR(session->Close());
+    p.task_overhead_seconds = t / 50 / (ops + 2);
+    log(absl::StrFormat("runtime: %.2f us per actor firing (%d-op chain)", p.task_overhead_seconds * 1e6, ops));
+  }
+  return p;
+}
+
+std::string DefaultProfilePath() {
+  const char* home = getenv("HOME");
+  return absl::StrCat(home != nullptr ? home : "/tmp", "/.cache/oneflow_like/olplan_profile.txt");
+}
+
+absl::Status SaveProfile(const Profile& p, const std::string& path) {
+  std::error_code ec;
+  std::filesystem::create_directories(std::filesystem::path(path).parent_path(), ec);
+  char host[256] = {0};
+  gethostname(host, sizeof(host) - 1);
+  const std::string text = absl::StrFormat(
+      "# olplan calibrate profile (host %s, unix time %d)\nflops_per_second = %.6g\nmemory_bytes_per_second = %.6g\n"
+      "task_overhead_seconds = %.6g\n",
+      host, static_cast<int64_t>(std::time(nullptr)), p.flops_per_second, p.memory_bytes_per_second, p.task_overhead_seconds);
+  return train::WriteFileAtomically(path, text);
+}
+
+absl::StatusOr<Profile> LoadProfile(const std::string& path) {
+  if (!std::filesystem::exists(path)) return absl::NotFoundError(absl::StrCat(path, ": no profile (run `olplan calibrate`)"));
+  ASSIGN_OR_RETURN(std::string text, train::ReadWholeFile(path));
+  Profile p;
+  p.path = path;
+  int line_no = 0;
+  for (absl::string_view line : absl::StrSplit(text, '\n')) {
+    ++line_no;
+    line = absl::StripAsciiWhitespace(line);
+    if (line.empty() || line[0] == '#') continue;
+    std::vector<std::string> kv = absl::StrSplit(line, absl::MaxSplits('=', 1));
+    double value = 0;
+    if (kv.size() != 2 || !absl::SimpleAtod(absl::StripAsciiWhitespace(kv[1]), &value) || value <= 0) {
+      return absl::InvalidArgumentError(absl::StrCat(path, ":", line_no, ": expected 'key = positive number'"));
+    }
+    const std::string key(absl::StripAsciiWhitespace(kv[0]));
+    if (key == "flops_per_second") p.flops_per_second = value;
+    else if (key == "memory_bytes_per_second") p.memory_bytes_per_second = value;
+    else if (key == "task_overhead_seconds") p.task_overhead_seconds = value;
+    else return absl::InvalidArgumentError(absl::StrCat(path, ":", line_no, ": unknown key '", key, "'"));
+  }
+  return p;
+}
+
+void ApplyProfile(const Profile& p, compiler::CostConfig* cost) {
+  if (p.flops_per_second > 0) cost->flops_per_second = p.flops_per_second;
+  if (p.memory_bytes_per_second > 0) cost->memory_bytes_per_second = p.memory_bytes_per_second;
+  if (p.task_overhead_seconds > 0) cost->task_overhead_seconds = p.task_overhead_seconds;
+}
+
+}  // namespace plan_tool
+}  // namespace oneflow_like

@@ -1,0 +1,41 @@
+// olplan calibrate: measures this machine once and saves a profile that later predictions and
+// the SBP search use (olplan loads it for every compile; `--profile FILE` picks another):
+//   flops_per_second         the registry's matmul kernel (OpenBLAS sgemm) on 1024^3 float32
+//   memory_bytes_per_second  memcpy of 128 MiB (bytes read + written per second)
+//   task_overhead_seconds    one actor firing in the runtime: a chain of 64 tiny ops, timed
+//                            per step in an actor::Session, divided by the ops
+// Link parameters keep the cost model's defaults (loopback TCP and 10 GbE figures).
+//
+// Profile file: "key = value" lines (the three above, plus host and date as comments).
+#ifndef ONEFLOW_LIKE_TOOLS_PLAN_CALIBRATE_H_
+#define ONEFLOW_LIKE_TOOLS_PLAN_CALIBRATE_H_
+
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "oneflow_like/compiler/boxing/cost_model.h"
+#include "oneflow_like/core/op_registry.h"
+
+namespace oneflow_like {
+namespace plan_tool {
+
+struct Profile {
+  double flops_per_second = 0;
+  double memory_bytes_per_second = 0;
+  double task_overhead_seconds = 0;
+  std::string path;  // where it was read from / written to
+};
+
+// Measures (a few seconds). `log` gets one progress line per measurement.
+absl::StatusOr<Profile> Calibrate(const OpRegistry& registry, const std::function<void(const std::string&)>& log);
+absl::Status SaveProfile(const Profile& profile, const std::string& path);
+// NotFound when the file does not exist; InvalidArgument naming the line for a malformed one.
+absl::StatusOr<Profile> LoadProfile(const std::string& path);
+// ~/.cache/oneflow_like/olplan_profile.txt
+std::string DefaultProfilePath();
+void ApplyProfile(const Profile& profile, compiler::CostConfig* cost);
+
+}  // namespace plan_tool
+}  // namespace oneflow_like
+
+#endif  // ONEFLOW_LIKE_TOOLS_PLAN_CALIBRATE_H_
