@@ -47,7 +47,9 @@ Commands:
   simulate  a discrete-event simulation of the actor graph (registers, credits, streams, the cost
             model's compute and alpha-beta link times): step time, idle fraction of the compute
             streams (pipeline bubble), busiest streams, critical path; --trace-dir DIR writes a
-            predicted Chrome trace per rank; --sim-steps N (3); --free-links (no link cost)
+            predicted Chrome trace per rank; --sim-steps N (3); --free-links (no link cost);
+            the ranks of a node (--ranks-per-node) share its CPU unless --no-sharing;
+            --in-process: all ranks are threads of one process (transfers are copies, not TCP)
   diff A B  what changed between two plans (each a plan file, a .txt job or a .cfg config):
             SBP per op, boxing added/removed with bytes, placements, tasks, registers, per-rank
             peak memory, the serial estimate, traffic per link class
@@ -77,6 +79,8 @@ struct Args {
   std::string plan_path, job_path, config_path, out_path, op, device_memory, trace_dir, profile;
   int64_t steps = 3;
   bool free_links = false;
+  bool no_sharing = false;
+  bool in_process = false;
   bool json = false;
   int32_t world = 0;
   int32_t ranks_per_node = 8;
@@ -100,6 +104,10 @@ absl::StatusOr<Args> ParseArgs(int argc, char** argv) {
       a.json = true;
     } else if (arg == "--free-links") {
       a.free_links = true;
+    } else if (arg == "--no-sharing") {
+      a.no_sharing = true;
+    } else if (arg == "--in-process") {
+      a.in_process = true;
     } else if (is("--profile")) {
       ASSIGN_OR_RETURN(a.profile, value(&i, arg, "--profile"));
     } else if (is("--trace-dir")) {
@@ -390,6 +398,8 @@ int Main(int argc, char** argv) {
     plan_tool::SimOptions sim_options;
     sim_options.steps = a.steps;
     sim_options.free_links = a.free_links;
+    sim_options.processor_sharing = !a.no_sharing;
+    sim_options.in_process = a.in_process;
     sim_options.cost = Cost();
     sim_options.cost.ranks_per_node = a.ranks_per_node;
     int64_t tasks = 0;

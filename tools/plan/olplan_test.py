@@ -159,7 +159,9 @@ class Simulate(unittest.TestCase):
             with tempfile.NamedTemporaryFile("w", suffix=".txt") as f:
                 f.write(job.replace("micro_batches=8", f"micro_batches={m}"))
                 f.flush()
-                d = json.loads(run("simulate", "--job", f.name, "--free-links", "--sim-steps", "4", "--json").stdout)
+                # one rank per node: each stage has its own CPU (no processor sharing between stages)
+                d = json.loads(run("simulate", "--job", f.name, "--free-links", "--sim-steps", "4", "--ranks-per-node",
+                                   "1", "--json").stdout)
             idle = {s["rank"]: 1 - s["utilization"] for s in d["streams"] if s["kind"] == "compute"}
             for rank in (1, 2):  # the middle stages (the ends carry the input and the loss)
                 self.assertAlmostEqual(idle[rank], 3 / (m + 3), delta=0.025, msg=f"m={m} rank {rank}: {idle}")
@@ -181,6 +183,10 @@ class Simulate(unittest.TestCase):
         # with links priced, the gradient all-reduce makes the step longer than with free links
         free = json.loads(run("simulate", "--job", MLP, "--json", "--free-links").stdout)
         self.assertLess(free["step_seconds"], sim["step_seconds"])
+        # two ranks sharing one node's CPU take longer than on two nodes
+        shared = json.loads(run("simulate", "--job", MLP, "--json", "--free-links").stdout)["step_seconds"]
+        apart = json.loads(run("simulate", "--job", MLP, "--json", "--free-links", "--ranks-per-node", "1").stdout)
+        self.assertLess(apart["step_seconds"], shared)
         r = run("simulate", "--job", MLP, "--sim-steps", "1", check=False)
         self.assertEqual(r.returncode, 2)
 

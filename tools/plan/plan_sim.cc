@@ -63,6 +63,12 @@ struct Stream {
   double busy_in_window = 0;
 };
 
+// Processor sharing: the CPU work running on each node progresses at 1 / (running firings).
+struct Node {
+  std::vector<int> running;  // firing indices of CPU work
+  double last = 0;
+};
+
 int64_t SlotBytes(const TensorDescProto& d) {
   int64_t n = 1;
   for (int64_t x : d.dims()) n *= x;
@@ -78,8 +84,9 @@ class Simulator {
     RETURN_IF_ERROR(Build());
     for (size_t s = 0; s < streams_.size(); ++s) TryStart(static_cast<int>(s), 0.0, -1);
     while (!events_.empty()) {
-      auto [time, firing] = events_.top();
+      auto [time, firing, version] = events_.top();
       events_.pop();
+      if (version != version_[firing]) continue;
       Complete(firing, time);
       std::vector<int> dirty(dirty_.begin(), dirty_.end());
       dirty_.clear();
@@ -264,7 +271,9 @@ class Simulator {
       case TaskProto::TRANSFER: {
         if (o_.free_links) return c.task_overhead_seconds;
         const int32_t peer = t.proto->transfer().peer_rank();
-        return compiler::TransferSeconds(out_bytes, compiler::Classify(Rank(peer), Rank(t.rank), c), c);
+        const compiler::LinkClass link =
+            o_.in_process ? compiler::LinkClass::kSameProcess : compiler::Classify(Rank(peer), Rank(t.rank), c);
+        return compiler::TransferSeconds(out_bytes, link, c);
       }
       case TaskProto::COLLECTIVE: {
         if (o_.free_links) return c.task_overhead_seconds;
@@ -327,9 +336,41 @@ class Simulator {
     if (reserve) for (int r : t.outputs) ++regs_[r].reserved;
     streams_[t.stream].busy = true;
     Firing f{ti, now, now + t.duration, cause};
+    const int fi = static_cast<int>(firings_.size());
     firings_.push_back(f);
     firing_flags_.push_back({take, reserve});
-    events_.push({f.end, static_cast<int>(firings_.size()) - 1});
+    remaining_.push_back(t.duration);
+    version_.push_back(0);
+    const bool cpu = o_.processor_sharing && IsCpuWork(t);
+    node_of_.push_back(cpu ? NodeOf(t.rank) : -1);
+    if (!cpu) {
+      events_.push({f.end, fi, 0});
+      return;
+    }
+    Node& node = nodes_[node_of_[fi]];
+    Advance(&node, now);
+    node.running.push_back(fi);
+    Reschedule(node, now);
+  }
+
+  static bool IsCpuWork(const Task& t) {
+    return t.proto->type() != TaskProto::COLLECTIVE;
+  }
+  int32_t NodeOf(int32_t rank) const { return rank / std::max(1, o_.cost.ranks_per_node); }
+
+  // Work done on `node` since its last change, at the sharing rate of that interval.
+  void Advance(Node* node, double now) {
+    const double rate = node->running.empty() ? 0.0 : 1.0 / static_cast<double>(node->running.size());
+    for (int fi : node->running) remaining_[fi] = std::max(0.0, remaining_[fi] - (now - node->last) * rate);
+    node->last = now;
+  }
+  void Reschedule(const Node& node, double now) {
+    const double n = static_cast<double>(node.running.size());
+    for (int fi : node.running) {
+      ++version_[fi];
+      firings_[fi].end = now + remaining_[fi] * n;
+      events_.push({firings_[fi].end, fi, version_[fi]});
+    }
   }
 
   std::tuple<int64_t, int64_t, int> Key(int ti) const {
@@ -344,6 +385,13 @@ class Simulator {
   }
 
   void Complete(int fi, double now) {
+    if (node_of_[fi] >= 0) {
+      Node& node = nodes_[node_of_[fi]];
+      Advance(&node, now);
+      node.running.erase(std::find(node.running.begin(), node.running.end(), fi));
+      firings_[fi].end = now;
+      Reschedule(node, now);
+    }
     const Firing& f = firings_[fi];
     Task& t = tasks_[f.task];
     const auto [took, reserved] = firing_flags_[fi];
@@ -426,7 +474,12 @@ class Simulator {
   std::vector<Firing> firings_;
   std::vector<std::pair<bool, bool>> firing_flags_;
   std::set<int> dirty_;
-  std::priority_queue<std::pair<double, int>, std::vector<std::pair<double, int>>, std::greater<>> events_;
+  // (end time, firing, version): a firing whose end moved (processor sharing) leaves stale events
+  std::priority_queue<std::tuple<double, int, int64_t>, std::vector<std::tuple<double, int, int64_t>>, std::greater<>> events_;
+  std::map<int32_t, Node> nodes_;
+  std::vector<double> remaining_;   // per firing: CPU seconds left at full machine speed
+  std::vector<int64_t> version_;    // per firing
+  std::vector<int32_t> node_of_;    // per firing: -1 when not CPU work
 };
 
 }  // namespace

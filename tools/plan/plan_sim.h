@@ -1,7 +1,7 @@
 // olplan simulate: a discrete-event simulation of a Plan's actor graph in time, with the
 // runtime's own rules (the firing rules of compiler/plan/plan_simulator.h: registers and their
 // credits, SOURCE / REPEAT / ACCUMULATE rates, variable update back edges, collective
-// rendezvous) plus time: every (rank, stream) runs one firing at a time, in stream order among
+// rendezvous) plus time (and processor sharing of each node's CPU, see SimOptions): every (rank, stream) runs one firing at a time, in stream order among
 // the enabled tasks; a firing takes its inputs and reserves its outputs when it starts and
 // emits / returns them when it ends. Durations come from the compiler's cost model:
 //   COMPUTE    the op's compute seconds in the chosen SBP candidate (per device)
@@ -34,6 +34,13 @@ struct SimOptions {
   int64_t steps = 3;
   compiler::CostConfig cost;
   bool free_links = false;       // transfers and collectives take no time (tests of the schedule)
+  // The ranks of one node (cost.ranks_per_node) share its CPU: the CPU work running there at
+  // once (every firing but transfers and collectives) progresses at 1 / (how many run), the
+  // cost model's seconds being those of the whole machine (olplan calibrate measures so).
+  bool processor_sharing = true;
+  // All ranks run as threads of one process (oltrain without olrun): transfers are memory copies
+  // (the same-process link), not loopback TCP.
+  bool in_process = false;
   bool record_trace = true;      // per-firing records (trace, critical path); off for huge plans
 };
 
