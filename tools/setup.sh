@@ -9,6 +9,7 @@ PKGS=(
   libopenblas-dev                                                   # cblas_sgemm
   pybind11-dev python3-dev python3-numpy python3-pytest             # python/ API and its tests
   python3-torch                                                     # references for the Python API's tests (PyTorch 1.13)
+  chromium                                                          # olplan html's page test (headless)
   libibverbs-dev                                                    # comm/ RDMA transport (built always; runs only with a device)
 )
 missing=()

@@ -29,6 +29,7 @@
 #include "oneflow_like/train/trainer.h"
 #include "oneflow_like/train/trainer_flags.h"
 #include "tools/plan/calibrate.h"
+#include "tools/plan/plan_html.h"
 #include "tools/plan/plan_report.h"
 #include "tools/plan/plan_sim.h"
 
@@ -56,6 +57,8 @@ Commands:
   calibrate measure this machine (matmul FLOP/s, memory bandwidth, per-actor overhead) and save
             the profile every later compile and prediction uses (--profile FILE; default
             ~/.cache/oneflow_like/olplan_profile.txt)
+  html      one self-contained page (overview, memory chart, SBP table, predicted timeline);
+            --out FILE (default olplan.html); opens in any browser with no server
   compile   compile only; --out FILE writes the plan (a serialized PlanProto)
   verify    the whole-plan checks (producers, transfers, collective order, deadlock simulation)
 
@@ -305,9 +308,9 @@ int Main(int argc, char** argv) {
   }
   const Args& a = *args;
   const std::vector<std::string> commands = {"summary", "memory", "sbp", "boxing", "compile", "verify", "diff", "simulate",
-                                             "calibrate"};
+                                             "calibrate", "html"};
   if (std::find(commands.begin(), commands.end(), a.command) == commands.end()) {
-    std::fprintf(stderr, "olplan: unknown command '%s' (summary, memory, sbp, boxing, simulate, diff, compile, verify, calibrate)\n", a.command.c_str());
+    std::fprintf(stderr, "olplan: unknown command '%s' (summary, memory, sbp, boxing, simulate, diff, html, compile, verify, calibrate)\n", a.command.c_str());
     return 2;
   }
   int64_t device_memory = 0;
@@ -394,7 +397,7 @@ int Main(int argc, char** argv) {
     std::fputs(out.c_str(), stdout);
     return 0;
   }
-  if (a.command == "simulate") {
+  if (a.command == "simulate" || a.command == "html") {
     plan_tool::SimOptions sim_options;
     sim_options.steps = a.steps;
     sim_options.free_links = a.free_links;
@@ -406,6 +409,16 @@ int Main(int argc, char** argv) {
     for (const RankPlanProto& r : plan.rank_plans()) tasks += r.tasks_size();
     sim_options.record_trace = tasks * a.steps * std::max<int64_t>(1, plan.pieces_per_step()) < 20000000;
     absl::StatusOr<plan_tool::Simulation> sim = plan_tool::SimulatePlanTime(plan, sim_options);
+    if (a.command == "html") {
+      absl::StatusOr<plan_tool::PlanSummary> summary = plan_tool::Summarize(plan, options);
+      if (!summary.ok()) return Fail(summary.status());
+      if (!sim.ok()) std::fprintf(stderr, "olplan: no timeline: %s\n", std::string(sim.status().message()).c_str());
+      const std::string out = a.out_path.empty() ? "olplan.html" : a.out_path;
+      const std::string page = plan_tool::HtmlPage(*summary, plan_tool::SbpDecisions(plan), sim.ok() ? &*sim : nullptr);
+      if (absl::Status s = train::WriteFileAtomically(out, page); !s.ok()) return Fail(s);
+      std::printf("wrote %s (%s; open it in a browser)\n", out.c_str(), plan_tool::HumanBytes(static_cast<double>(page.size())).c_str());
+      return 0;
+    }
     if (!sim.ok()) return Fail(sim.status());
     if (!a.trace_dir.empty()) {
       std::error_code ec;

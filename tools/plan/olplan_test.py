@@ -219,6 +219,36 @@ class Calibrate(unittest.TestCase):
             self.assertIn(f"{path}:1: expected 'key = positive number'", r.stderr)
 
 
+class Html(unittest.TestCase):
+    def test_page_loads_in_headless_chromium_and_shows_the_summary(self):
+        import shutil
+        chromium = shutil.which("chromium")
+        if chromium is None:
+            self.skipTest("chromium is not installed (tools/setup.sh installs Debian's chromium)")
+        with tempfile.TemporaryDirectory() as d:
+            page = os.path.join(d, "plan.html")
+            run("html", "--job", MLP, "--out", page)
+            summary = json.loads(run("summary", "--job", MLP, "--json").stdout)
+            r = subprocess.run([chromium, "--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
+                                "--no-first-run", "--disable-background-networking", "--disable-component-update",
+                                "--disable-sync", f"--user-data-dir={d}/profile", "--enable-logging=stderr", "--v=0",
+                                "--dump-dom", "file://" + page],
+                               capture_output=True, text=True, timeout=120, env=dict(os.environ, HOME=d))
+            self.assertEqual(r.returncode, 0, r.stderr[-2000:])
+            dom = r.stdout
+            self.assertIn('id="status">ok<', dom)  # the page's script ran to the end
+            errors = [line for line in r.stderr.splitlines() if "CONSOLE" in line or "Uncaught" in line]
+            self.assertEqual(errors, [])
+            # the numbers of `olplan summary`
+            self.assertIn(f'data-tasks="{summary["tasks"]}"', dom)
+            self.assertIn(f'data-peak="{summary["peak_bytes"]}"', dom)
+            self.assertIn(f'data-bytes="{summary["bytes_per_step"]}"', dom)
+            self.assertIn("<td>336 B</td>", dom)
+            self.assertIn("<td>1.50 KiB on rank 0</td>", dom)
+            self.assertIn("sparse_softmax_cross_entropy", dom)  # the SBP table
+            self.assertIn("<rect", dom)  # memory chart and timeline
+
+
 class Levers(unittest.TestCase):
     def test_memory_levers_make_a_job_fit(self):
         args = ["--model=gpt", "--vocab=256", "--seq_len=64", "--n_layer=1", "--n_embd=64", "--n_head=4", "--batch=16",
