@@ -115,6 +115,8 @@ class Runtime final : public ActorHost {
   void Stop();
 
   Rank rank() const { return rank_; }
+  // The allocator of this rank's memory (its peak_bytes() is the measured high-water mark).
+  const Allocator* allocator() const { return env_.allocator; }
   int64_t pieces_per_step() const { return pieces_per_step_; }
   // nullptr when this rank has no binding of that name.
   const TensorBindingProto* FindBinding(const std::string& name) const;

@@ -171,7 +171,17 @@ absl::StatusOr<PlanSummary> Summarize(const PlanProto& plan, const ReportOptions
       if (b.persistent()) r.persistent_bytes += b.size_bytes();
     }
     for (const RegisterProto& reg : rp.registers()) {
-      if (!reg.has_memory()) continue;  // a mirror of a remote register
+      if (reg.has_remote()) {
+        // A mirror of a register produced on another rank: the runtime stages its buffers in
+        // memory of its own (actor/runtime_build.cc), outside the planned blocks.
+        int64_t stride = 0;
+        for (const TensorDescProto& slot : reg.slots()) stride += (SlotBytes(slot) + 63) / 64 * 64;
+        const int64_t bytes = std::max<int64_t>(1, stride * std::max(1, reg.count()));
+        r.staging_bytes += bytes;
+        r.bytes_by_category["transfer staging"] += bytes;
+        continue;
+      }
+      if (!reg.has_memory()) continue;  // control only
       ++r.registers;
       const int64_t bytes = reg.memory().buffer_bytes() * std::max(1, reg.count());
       r.naive_bytes += bytes;
@@ -192,7 +202,8 @@ absl::StatusOr<PlanSummary> Summarize(const PlanProto& plan, const ReportOptions
               [](const RegisterUse& a, const RegisterUse& b) { return a.bytes != b.bytes ? a.bytes > b.bytes : a.name < b.name; });
     if (r.largest.size() > 5) r.largest.resize(5);
     auto m = memory.find(rp.rank());
-    r.planned_bytes = m != memory.end() ? m->second->planned_bytes() : r.naive_bytes;
+    r.block_bytes = m != memory.end() ? m->second->planned_bytes() : r.naive_bytes;
+    r.planned_bytes = r.block_bytes + r.staging_bytes;  // what the rank's allocator will hold at its peak
     s.tasks += r.tasks;
     s.registers += r.registers;
     if (r.planned_bytes > s.peak_bytes || s.ranks.empty()) {
@@ -321,9 +332,10 @@ std::string MemoryText(const PlanSummary& s, int64_t device_memory_bytes) {
   }
   for (const auto& [ranks, r] : groups) {
     std::set<int32_t> set(ranks.begin(), ranks.end());
-    absl::StrAppendFormat(&out, "  %s: peak %s (persistent %s; without reuse %s)",
+    absl::StrAppendFormat(&out, "  %s: peak %s (planned blocks %s + transfer staging %s; persistent %s; registers without reuse %s)",
                           ranks.size() == 1 ? absl::StrCat("rank ", ranks[0]) : RankSetText(set),
-                          HumanBytes(r->planned_bytes), HumanBytes(r->persistent_bytes), HumanBytes(r->naive_bytes));
+                          HumanBytes(r->planned_bytes), HumanBytes(r->block_bytes), HumanBytes(r->staging_bytes),
+                          HumanBytes(r->persistent_bytes), HumanBytes(r->naive_bytes));
     if (device_memory_bytes > 0) {
       absl::StrAppend(&out, r->planned_bytes <= device_memory_bytes ? "  fits" : "  DOES NOT FIT", " in ",
                       HumanBytes(device_memory_bytes));
@@ -346,9 +358,9 @@ std::string MemoryJson(const PlanSummary& s, int64_t device_memory_bytes) {
       largest.push_back(absl::StrFormat("{\"name\":%s,\"category\":%s,\"bytes\":%d}", Quote(u.name), Quote(u.category), u.bytes));
     }
     ranks.push_back(absl::StrFormat(
-        "{\"rank\":%d,\"planned_bytes\":%d,\"persistent_bytes\":%d,\"naive_bytes\":%d,\"fits\":%s,\"by_owner\":{%s},"
-        "\"largest\":[%s]}",
-        r.rank, r.planned_bytes, r.persistent_bytes, r.naive_bytes,
+        "{\"rank\":%d,\"planned_bytes\":%d,\"block_bytes\":%d,\"staging_bytes\":%d,\"persistent_bytes\":%d,"
+        "\"naive_bytes\":%d,\"fits\":%s,\"by_owner\":{%s},\"largest\":[%s]}",
+        r.rank, r.planned_bytes, r.block_bytes, r.staging_bytes, r.persistent_bytes, r.naive_bytes,
         device_memory_bytes <= 0 ? "null" : (r.planned_bytes <= device_memory_bytes ? "true" : "false"),
         absl::StrJoin(cats, ","), absl::StrJoin(largest, ",")));
   }

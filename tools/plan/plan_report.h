@@ -41,8 +41,10 @@ struct RegisterUse {
 
 struct RankReport {
   int32_t rank = 0;
-  int64_t planned_bytes = 0;     // the memory planner's blocks (the planned peak)
-  int64_t naive_bytes = 0;       // every register its own bytes
+  int64_t planned_bytes = 0;     // the peak: planned blocks + transfer staging
+  int64_t block_bytes = 0;       // the memory planner's blocks
+  int64_t staging_bytes = 0;     // mirrors of remote registers (the runtime stages them itself)
+  int64_t naive_bytes = 0;       // every local register its own bytes (no staging)
   int64_t persistent_bytes = 0;  // blocks that live across steps (variables)
   int64_t tasks = 0;
   int64_t registers = 0;
