@@ -253,6 +253,34 @@ class Html(unittest.TestCase):
             self.assertIn("<rect", dom)  # memory chart and timeline
 
 
+class Compare(unittest.TestCase):
+    def test_predicted_vs_measured_timeline(self):
+        oltrain = os.path.join(ROOT, "tools", "train", "oltrain")
+        if not os.path.exists(oltrain):
+            self.skipTest("oltrain is not in the runfiles")
+        job = ["--model=mlp", "--width=256", "--depth=2", "--batch=64", "--dp=2"]
+        with tempfile.TemporaryDirectory() as d:
+            r = subprocess.run([oltrain, *job, "--steps=4", "--warmup=1", f"--timeline={d}/tl"], capture_output=True,
+                               text=True, timeout=300, env=dict(os.environ, OPENBLAS_NUM_THREADS="1"))
+            self.assertEqual(r.returncode, 0, r.stderr[-2000:])
+            c = subprocess.run([sys.executable, os.path.join(HERE, "olplan_compare.py"), OLPLAN, *job, "--in-process",
+                                "--timeline", f"{d}/tl", "--json"], capture_output=True, text=True, timeout=300,
+                               env=dict(os.environ, HOME=_HOME))
+            self.assertEqual(c.returncode, 0, c.stderr[-2000:])
+            out = json.loads(c.stdout)
+            self.assertGreater(out["predicted_step_us"], 0)
+            self.assertGreater(out["measured_step_us"], 0)
+            self.assertEqual(out["steps_measured"], 4)
+            tasks = {t["task"]: t for t in out["tasks"]}
+            for name in ("fc0@r0", "fc0@r1", "loss.sink@r0"):
+                self.assertGreater(tasks[name]["measured_us_per_step"], 0, name)
+                self.assertGreater(tasks[name]["predicted_us_per_step"], 0, name)
+            bad = subprocess.run([sys.executable, os.path.join(HERE, "olplan_compare.py"), OLPLAN, *job, "--timeline",
+                                  f"{d}/nothing"], capture_output=True, text=True, timeout=300)
+            self.assertEqual(bad.returncode, 1)
+            self.assertIn("no timeline.json", bad.stderr)
+
+
 class Levers(unittest.TestCase):
     def test_memory_levers_make_a_job_fit(self):
         args = ["--model=gpt", "--vocab=256", "--seq_len=64", "--n_layer=1", "--n_embd=64", "--n_head=4", "--batch=16",
