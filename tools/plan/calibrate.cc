@@ -86,6 +86,28 @@ absl::StatusOr<Profile> Calibrate(const OpRegistry& registry, const std::functio
     p.task_overhead_seconds = t / 50 / (ops + 2);
     log(absl::StrFormat("runtime: %.2f us per actor firing (%d-op chain)", p.task_overhead_seconds * 1e6, ops));
   }
+  {  // per-step cost of the driver: a one-op plan, feed + run + fetch
+    const std::string text = "config(name=\"step\")\nx = input(shape=[1]) placement=cpu:[0]\ny = relu(x)\noutput(y)\n";
+    ASSIGN_OR_RETURN(compiler::Graph graph, compiler::ParseGraph(text, registry));
+    ASSIGN_OR_RETURN(PlanProto plan, compiler::Compile(std::move(graph)));
+    ASSIGN_OR_RETURN(std::unique_ptr<actor::Session> session, actor::Session::Create(plan, &registry));
+    Tensor x(DataType::kFloat32, Shape({1}));
+    x.data<float>()[0] = 1;
+    absl::Status status;
+    auto steps = [&] {
+      for (int i = 0; i < 200 && status.ok(); ++i) {
+        status = session->Feed("x", x);
+        if (status.ok()) status = session->RunStep();
+        if (status.ok()) status = session->Fetch("y").status();
+      }
+    };
+    steps();
+    const double t = BestOf(3, steps);
+    RETURN_IF_ERROR(status);
+    RETURN_IF_ERROR(session->Close());
+    p.step_overhead_seconds = t / 200;
+    log(absl::StrFormat("driver: %.1f us per step (feed, run, fetch of a one-op plan)", p.step_overhead_seconds * 1e6));
+  }
   return p;
 }
 
@@ -101,8 +123,9 @@ absl::Status SaveProfile(const Profile& p, const std::string& path) {
   gethostname(host, sizeof(host) - 1);
   const std::string text = absl::StrFormat(
       "# olplan calibrate profile (host %s, unix time %d)\nflops_per_second = %.6g\nmemory_bytes_per_second = %.6g\n"
-      "task_overhead_seconds = %.6g\n",
-      host, static_cast<int64_t>(std::time(nullptr)), p.flops_per_second, p.memory_bytes_per_second, p.task_overhead_seconds);
+      "task_overhead_seconds = %.6g\nstep_overhead_seconds = %.6g\n",
+      host, static_cast<int64_t>(std::time(nullptr)), p.flops_per_second, p.memory_bytes_per_second, p.task_overhead_seconds,
+      p.step_overhead_seconds);
   return train::WriteFileAtomically(path, text);
 }
 
@@ -125,6 +148,7 @@ absl::StatusOr<Profile> LoadProfile(const std::string& path) {
     if (key == "flops_per_second") p.flops_per_second = value;
     else if (key == "memory_bytes_per_second") p.memory_bytes_per_second = value;
     else if (key == "task_overhead_seconds") p.task_overhead_seconds = value;
+    else if (key == "step_overhead_seconds") p.step_overhead_seconds = value;
     else return absl::InvalidArgumentError(absl::StrCat(path, ":", line_no, ": unknown key '", key, "'"));
   }
   return p;

@@ -4,6 +4,7 @@
 //   memory_bytes_per_second  memcpy of 128 MiB (bytes read + written per second)
 //   task_overhead_seconds    one actor firing in the runtime: a chain of 64 tiny ops, timed
 //                            per step in an actor::Session, divided by the ops
+//   step_overhead_seconds    one step of a one-op plan (feed, run, fetch): the driver's fixed cost
 // Link parameters keep the cost model's defaults (loopback TCP and 10 GbE figures).
 //
 // Profile file: "key = value" lines (the three above, plus host and date as comments).
@@ -23,6 +24,7 @@ struct Profile {
   double flops_per_second = 0;
   double memory_bytes_per_second = 0;
   double task_overhead_seconds = 0;
+  double step_overhead_seconds = 0;  // feed + run + fetch of a one-op step: the driver's fixed cost
   std::string path;  // where it was read from / written to
 };
 

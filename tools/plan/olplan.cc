@@ -74,7 +74,10 @@ Options:
   --op NAME                one op (sbp)
   --ranks-per-node N       link classes: ranks r and s share a node when r/N == s/N (8)
   --out FILE               (compile) where to write the plan
-  --profile FILE           the cost profile to use / to write (calibrate)
+  --profile FILE           the cost profile to use / to write (calibrate); predictions are priced
+                           with it (default ~/.cache/oneflow_like/olplan_profile.txt when present)
+  --profile-sbp            the SBP search uses the profile too (oltrain does not yet: without this
+                           flag olplan analyzes the plan oltrain compiles)
 )";
 
 struct Args {
@@ -84,6 +87,7 @@ struct Args {
   bool free_links = false;
   bool no_sharing = false;
   bool in_process = false;
+  bool profile_sbp = false;
   bool json = false;
   int32_t world = 0;
   int32_t ranks_per_node = 8;
@@ -111,6 +115,8 @@ absl::StatusOr<Args> ParseArgs(int argc, char** argv) {
       a.no_sharing = true;
     } else if (arg == "--in-process") {
       a.in_process = true;
+    } else if (arg == "--profile-sbp") {
+      a.profile_sbp = true;
     } else if (is("--profile")) {
       ASSIGN_OR_RETURN(a.profile, value(&i, arg, "--profile"));
     } else if (is("--trace-dir")) {
@@ -171,6 +177,21 @@ absl::StatusOr<PlanProto> ReadPlanFile(const std::string& path) {
 compiler::CostConfig& Cost() {
   static compiler::CostConfig* cost = new compiler::CostConfig();  // this process's settings, set once in Main
   return *cost;
+}
+// The machine profile's costs (olplan calibrate): what predictions are priced with. The SBP search
+// uses them too only with --profile-sbp, since oltrain compiles with the compiler's defaults and
+// olplan must analyze the plan oltrain will run.
+compiler::CostConfig& SimCost() {
+  static compiler::CostConfig* cost = new compiler::CostConfig();
+  return *cost;
+}
+bool& HaveProfile() {
+  static bool have = false;
+  return have;
+}
+double& StepOverhead() {
+  static double seconds = 0;
+  return seconds;
 }
 
 absl::StatusOr<PlanProto> CompileGraph(compiler::Graph graph, int32_t world) {
@@ -333,7 +354,10 @@ int Main(int argc, char** argv) {
   {
     absl::StatusOr<plan_tool::Profile> p = plan_tool::LoadProfile(profile_path);
     if (p.ok()) {
-      plan_tool::ApplyProfile(*p, &Cost());
+      plan_tool::ApplyProfile(*p, &SimCost());
+      if (a.profile_sbp) plan_tool::ApplyProfile(*p, &Cost());
+      HaveProfile() = true;
+      StepOverhead() = p->step_overhead_seconds;
       std::fprintf(stderr, "olplan: cost profile %s (%.1f GFLOP/s, %.1f GB/s, %.2f us per firing)\n", profile_path.c_str(),
                    p->flops_per_second / 1e9, p->memory_bytes_per_second / 1e9, p->task_overhead_seconds * 1e6);
     } else if (!a.profile.empty() || p.status().code() != absl::StatusCode::kNotFound) {
@@ -403,7 +427,18 @@ int Main(int argc, char** argv) {
     sim_options.free_links = a.free_links;
     sim_options.processor_sharing = !a.no_sharing;
     sim_options.in_process = a.in_process;
-    sim_options.cost = Cost();
+    sim_options.cost = SimCost();
+    sim_options.step_overhead_seconds = StepOverhead();
+    if (HaveProfile() && job.graph != nullptr && !a.profile_sbp) {
+      // Price the plan's ops with the profile: the same job compiled with the profile's costs
+      // gives every op's compute seconds per SBP signature; take the one this plan chose.
+      compiler::CompileOptions priced;
+      priced.world_size = a.world;
+      priced.cost = SimCost();
+      priced.verify_plan = false;
+      absl::StatusOr<PlanProto> calibrated = compiler::Compile(compiler::Graph(*job.graph), priced);
+      if (calibrated.ok()) sim_options.op_compute_seconds = plan_tool::OpSecondsFor(plan, *calibrated);
+    }
     sim_options.cost.ranks_per_node = a.ranks_per_node;
     int64_t tasks = 0;
     for (const RankPlanProto& r : plan.rank_plans()) tasks += r.tasks_size();

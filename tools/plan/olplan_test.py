@@ -203,7 +203,8 @@ class Calibrate(unittest.TestCase):
             self.assertIn("GFLOP/s", r.stdout)
             with open(path) as f:
                 values = dict(line.split(" = ") for line in f.read().splitlines() if not line.startswith("#"))
-            self.assertEqual(set(values), {"flops_per_second", "memory_bytes_per_second", "task_overhead_seconds"})
+            self.assertEqual(set(values), {"flops_per_second", "memory_bytes_per_second", "task_overhead_seconds",
+                                           "step_overhead_seconds"})
             self.assertTrue(all(float(v) > 0 for v in values.values()))
             used = run("summary", "--job", MLP, "--profile", path)
             self.assertIn(f"cost profile {path}", used.stderr)

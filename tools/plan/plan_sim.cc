@@ -86,8 +86,13 @@ class Simulator {
     while (!events_.empty()) {
       auto [time, firing, version] = events_.top();
       events_.pop();
-      if (version != version_[firing]) continue;
-      Complete(firing, time);
+      now_ = time;
+      if (firing < 0) {  // the driver feeds the next step
+        for (int ti : input_sources_) Touch(ti);
+      } else {
+        if (version != version_[firing]) continue;
+        Complete(firing, time);
+      }
       std::vector<int> dirty(dirty_.begin(), dirty_.end());
       dirty_.clear();
       for (int s : dirty) TryStart(s, time, firing);
@@ -151,6 +156,7 @@ class Simulator {
     for (const OpSbpDecisionProto& d : plan_.sbp_decisions()) {
       if (d.chosen() >= 0 && d.chosen() < d.candidates_size()) op_seconds[d.op_name()] = d.candidates(d.chosen()).compute_seconds();
     }
+    for (const auto& [op, seconds] : o_.op_compute_seconds) op_seconds[op] = seconds;
     // producing registers
     absl::flat_hash_map<int64_t, int> reg_of;  // register id -> index
     absl::flat_hash_map<int64_t, int> task_of;
@@ -241,6 +247,8 @@ class Simulator {
       groups_[t.group].push_back(static_cast<int>(i));
     }
     for (size_t i = 0; i < tasks_.size(); ++i) {
+      if (tasks_[i].kind == Kind::kInputSource) input_sources_.push_back(static_cast<int>(i));
+      if (tasks_[i].kind != Kind::kInputless) ++counted_tasks_;
       tasks_[i].duration = Duration(tasks_[i], op_seconds);
       streams_[tasks_[i].stream].candidates.insert(Key(static_cast<int>(i)));
       tasks_[i].step_done.reserve(o_.steps);
@@ -299,6 +307,10 @@ class Simulator {
   // Whether the task's next firing may start (its stream aside).
   bool Enabled(const Task& t) const {
     if (t.budget >= 0 && t.started >= t.budget) return false;
+    if (t.kind == Kind::kInputSource) {  // the driver feeds step s once step s-1 returned
+      const int64_t step = t.started / std::max<int64_t>(1, t.per_step);
+      if (step > 0 && (step >= static_cast<int64_t>(feed_time_.size()) || feed_time_[step] > now_ + 1e-15)) return false;
+    }
     const int64_t j = t.started;
     bool need_inputs = true, need_outputs = true;
     switch (t.kind) {
@@ -412,7 +424,18 @@ class Simulator {
         if (regs_[r].producer >= 0) Touch(regs_[r].producer);
       }
     }
-    if ((j + 1) % t.per_step == 0) t.step_done.push_back(now);
+    if ((j + 1) % t.per_step == 0) {
+      t.step_done.push_back(now);
+      const size_t k = t.step_done.size() - 1;
+      if (t.kind != Kind::kInputless) {
+        if (tasks_done_.size() <= k) tasks_done_.resize(k + 1, 0);
+        if (++tasks_done_[k] == counted_tasks_) {  // every task finished step k: the driver returns
+          if (feed_time_.size() <= k + 1) feed_time_.resize(k + 2, 0.0);
+          feed_time_[k + 1] = now + o_.step_overhead_seconds;
+          events_.push({feed_time_[k + 1], -1, 0});
+        }
+      }
+    }
     streams_[t.stream].busy = false;
     Touch(f.task);
   }
@@ -480,9 +503,37 @@ class Simulator {
   std::vector<double> remaining_;   // per firing: CPU seconds left at full machine speed
   std::vector<int64_t> version_;    // per firing
   std::vector<int32_t> node_of_;    // per firing: -1 when not CPU work
+  double now_ = 0;
+  std::vector<int> input_sources_;
+  int64_t counted_tasks_ = 0;        // tasks whose step ends count (all but input-less ones)
+  std::vector<int64_t> tasks_done_;  // per step: tasks that finished it
+  std::vector<double> feed_time_;    // per step: when the driver feeds it (step 0: at once)
 };
 
 }  // namespace
+
+std::map<std::string, double> OpSecondsFor(const PlanProto& plan, const PlanProto& priced) {
+  auto signature = [](const SbpCandidateProto& c) {
+    std::string key;
+    for (const NdSbpProto& p : c.inputs()) absl::StrAppend(&key, p.ShortDebugString(), ";");
+    absl::StrAppend(&key, "->");
+    for (const NdSbpProto& p : c.outputs()) absl::StrAppend(&key, p.ShortDebugString(), ";");
+    return key;
+  };
+  std::map<std::string, std::map<std::string, double>> by_op;
+  for (const OpSbpDecisionProto& d : priced.sbp_decisions()) {
+    for (const SbpCandidateProto& c : d.candidates()) by_op[d.op_name()][signature(c)] = c.compute_seconds();
+  }
+  std::map<std::string, double> out;
+  for (const OpSbpDecisionProto& d : plan.sbp_decisions()) {
+    if (d.chosen() < 0 || d.chosen() >= d.candidates_size()) continue;
+    auto op = by_op.find(d.op_name());
+    if (op == by_op.end()) continue;
+    auto it = op->second.find(signature(d.candidates(d.chosen())));
+    if (it != op->second.end()) out[d.op_name()] = it->second;
+  }
+  return out;
+}
 
 absl::StatusOr<Simulation> SimulatePlanTime(const PlanProto& plan, const SimOptions& options) {
   if (options.steps < 1) return absl::InvalidArgumentError("simulate: --steps must be at least 1");

@@ -42,7 +42,18 @@ struct SimOptions {
   // (the same-process link), not loopback TCP.
   bool in_process = false;
   bool record_trace = true;      // per-firing records (trace, critical path); off for huge plans
+  // The driver (oltrain, nn.Graph) feeds a step's inputs after the previous step returned: input
+  // sources of step k+1 wait for the end of step k plus this fixed per-step cost (feed, start,
+  // wake-up, fetch; olplan calibrate measures it).
+  double step_overhead_seconds = 0;
+  // Per op name: compute seconds per step overriding the plan's SBP decisions (OpSecondsFor).
+  std::map<std::string, double> op_compute_seconds;
 };
+
+// For each op of `plan`: the compute seconds (per step) of the SBP signature `plan` chose, as
+// priced in `priced` (the same job compiled with other costs, e.g. a machine profile). Ops whose
+// signature `priced` did not consider are left out.
+std::map<std::string, double> OpSecondsFor(const PlanProto& plan, const PlanProto& priced);
 
 struct StreamStat {
   int32_t rank = 0;
