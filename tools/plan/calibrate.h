@@ -5,6 +5,8 @@
 //   task_overhead_seconds    one actor firing in the runtime: a chain of 64 tiny ops, timed
 //                            per step in an actor::Session, divided by the ops
 //   step_overhead_seconds    one step of a one-op plan (feed, run, fetch): the driver's fixed cost
+//   wakeup_seconds           a chain of tiny ops alternating between two ranks in one process:
+//                            per hop, beyond the firings' own cost (a thread woken by a message)
 // Link parameters keep the cost model's defaults (loopback TCP and 10 GbE figures).
 //
 // Profile file: "key = value" lines (the three above, plus host and date as comments).
@@ -25,6 +27,7 @@ struct Profile {
   double memory_bytes_per_second = 0;
   double task_overhead_seconds = 0;
   double step_overhead_seconds = 0;  // feed + run + fetch of a one-op step: the driver's fixed cost
+  double wakeup_seconds = 0;         // a message to another thread: until it runs the next firing
   std::string path;  // where it was read from / written to
 };
 

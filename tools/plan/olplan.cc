@@ -193,6 +193,10 @@ double& StepOverhead() {
   static double seconds = 0;
   return seconds;
 }
+double& Wakeup() {
+  static double seconds = 0;
+  return seconds;
+}
 
 absl::StatusOr<PlanProto> CompileGraph(compiler::Graph graph, int32_t world) {
   compiler::CompileOptions options;
@@ -358,6 +362,7 @@ int Main(int argc, char** argv) {
       if (a.profile_sbp) plan_tool::ApplyProfile(*p, &Cost());
       HaveProfile() = true;
       StepOverhead() = p->step_overhead_seconds;
+      Wakeup() = p->wakeup_seconds;
       std::fprintf(stderr, "olplan: cost profile %s (%.1f GFLOP/s, %.1f GB/s, %.2f us per firing)\n", profile_path.c_str(),
                    p->flops_per_second / 1e9, p->memory_bytes_per_second / 1e9, p->task_overhead_seconds * 1e6);
     } else if (!a.profile.empty() || p.status().code() != absl::StatusCode::kNotFound) {
@@ -429,6 +434,7 @@ int Main(int argc, char** argv) {
     sim_options.in_process = a.in_process;
     sim_options.cost = SimCost();
     sim_options.step_overhead_seconds = StepOverhead();
+    sim_options.wakeup_seconds = Wakeup();
     if (HaveProfile() && job.graph != nullptr && !a.profile_sbp) {
       // Price the plan's ops with the profile: the same job compiled with the profile's costs
       // gives every op's compute seconds per SBP signature; take the one this plan chose.

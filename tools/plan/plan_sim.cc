@@ -49,6 +49,7 @@ struct Task {
   double duration = 0;
   int group = -1;       // collective group
   int64_t per_step = 1; // firings per step (this simulator's firings)
+  double ready_at = 0;  // a message from another thread wakes it no earlier than this
   std::vector<double> step_done;
 };
 
@@ -87,8 +88,10 @@ class Simulator {
       auto [time, firing, version] = events_.top();
       events_.pop();
       now_ = time;
-      if (firing < 0) {  // the driver feeds the next step
+      if (firing == -1) {  // the driver feeds the next step
         for (int ti : input_sources_) Touch(ti);
+      } else if (firing <= -2) {  // a stream's woken thread looks at its mailbox
+        dirty_.insert(-2 - firing);
       } else {
         if (version != version_[firing]) continue;
         Complete(firing, time);
@@ -278,10 +281,11 @@ class Simulator {
       }
       case TaskProto::TRANSFER: {
         if (o_.free_links) return c.task_overhead_seconds;
+        // In one process a transfer is a copy between the ranks' buffers (the loopback hub): the
+        // firing's overhead and the bytes at the machine's memory bandwidth.
+        if (o_.in_process) return c.task_overhead_seconds + compiler::LocalCopySeconds(static_cast<double>(out_bytes), c);
         const int32_t peer = t.proto->transfer().peer_rank();
-        const compiler::LinkClass link =
-            o_.in_process ? compiler::LinkClass::kSameProcess : compiler::Classify(Rank(peer), Rank(t.rank), c);
-        return compiler::TransferSeconds(out_bytes, link, c);
+        return compiler::TransferSeconds(out_bytes, compiler::Classify(Rank(peer), Rank(t.rank), c), c);
       }
       case TaskProto::COLLECTIVE: {
         if (o_.free_links) return c.task_overhead_seconds;
@@ -395,6 +399,12 @@ class Simulator {
     streams_[t.stream].candidates.insert(Key(ti));
     dirty_.insert(t.stream);
   }
+  // A register message to task `ti` from a firing on stream `from`: another thread must be woken.
+  void Message(int ti, int from, double now) {
+    Task& t = tasks_[ti];
+    if (t.stream != from && o_.wakeup_seconds > 0) t.ready_at = std::max(t.ready_at, now + o_.wakeup_seconds);
+    Touch(ti);
+  }
 
   void Complete(int fi, double now) {
     if (node_of_[fi] >= 0) {
@@ -412,7 +422,7 @@ class Simulator {
       for (int r : t.outputs) {
         --regs_[r].reserved;
         ++regs_[r].produced;
-        for (int c : regs_[r].consumers) Touch(c);
+        for (int c : regs_[r].consumers) Message(c, t.stream, now);
       }
     }
     // inputs go back: ordinary tasks at once; REPEAT after its last emission of a group
@@ -421,7 +431,7 @@ class Simulator {
     if (give_back) {
       for (const auto& [r, slot] : t.inputs) {
         ++regs_[r].returned[slot];
-        if (regs_[r].producer >= 0) Touch(regs_[r].producer);
+        if (regs_[r].producer >= 0) Message(regs_[r].producer, t.stream, now);
       }
     }
     if ((j + 1) % t.per_step == 0) {
@@ -454,6 +464,11 @@ class Simulator {
       }
       if (!Enabled(t)) {
         it = s.candidates.erase(it);
+        continue;
+      }
+      if (t.ready_at > now + 1e-15) {  // enabled, but its thread is still waking up
+        events_.push({t.ready_at, -2 - si, 0});
+        ++it;
         continue;
       }
       if (t.group >= 0) {

@@ -46,6 +46,9 @@ struct SimOptions {
   // sources of step k+1 wait for the end of step k plus this fixed per-step cost (feed, start,
   // wake-up, fetch; olplan calibrate measures it).
   double step_overhead_seconds = 0;
+  // A firing enabled by a message from another thread (stream or rank) starts no earlier than
+  // this after the message: waking a sleeping thread (olplan calibrate measures it).
+  double wakeup_seconds = 0;
   // Per op name: compute seconds per step overriding the plan's SBP decisions (OpSecondsFor).
   std::map<std::string, double> op_compute_seconds;
 };
