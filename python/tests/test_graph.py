@@ -176,6 +176,26 @@ def test_graph_checkpoint_round_trip(tmp_path):
     np.testing.assert_allclose(loss, next_loss, rtol=1e-5)  # Adam state came back too
 
 
+def test_save_plan_for_olplan(tmp_path):
+    p = ol.placement("cpu", ranks=[0, 1])
+    lin = ol.nn.Linear(4, 2).to_global(p, ol.sbp.broadcast)
+
+    class G(ol.nn.Graph):
+        def __init__(self):
+            super().__init__()
+            self.lin = lin
+
+        def build(self, x):
+            return self.lin(x)
+
+    g = G()
+    g(ol.ones(4, 4, placement=p, sbp=ol.sbp.split(0)))
+    path = g.save_plan(str(tmp_path / "plan.pb"))
+    with open(path, "rb") as f:
+        assert f.read() == g.plan.serialize()
+    assert g.plan.hash.startswith("fnv1a64:")
+
+
 def test_graph_bad_input():
     p = ol.placement("cpu", ranks=[0, 1])
     q = ol.placement("cpu", ranks=[2, 3])

@@ -104,6 +104,13 @@ class Graph:
             raise RuntimeError("the graph is compiled by its first call")
         return self._runner.plan
 
+    def save_plan(self, path):
+        """Writes the compiled plan for olplan: `tools/olplan summary --plan PATH` (memory, sbp,
+        boxing, simulate, html, diff: tools/plan/README.md)."""
+        with open(path, "wb") as f:
+            f.write(self.plan.serialize())
+        return path
+
     @property
     def job_text(self):
         """The traced logical job, in the compiler's text format."""
