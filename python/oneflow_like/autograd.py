@@ -4,15 +4,10 @@ rules nn.Graph and oltrain use; no second implementation here), runs the compile
 actor runtime and accumulates the results into each leaf's .grad."""
 import numpy as np
 
-
-def _c(a):
-    """C-contiguous, keeping 0-d arrays 0-d (np.ascontiguousarray makes them 1-d)."""
-    return np.require(a, requirements="C")
-
 from . import _job
 from . import sbp as sbp_mod
 from ._state import STATE
-from .tensor import Tensor, _LOCAL_PLACEMENT, _world, no_grad
+from .tensor import Tensor, _LOCAL_PLACEMENT, _world, no_grad, shards_for
 
 
 def backward(loss, gradient=None):
@@ -79,19 +74,11 @@ def backward(loss, gradient=None):
     var_names = [names[id(v)] for v in variables]
     runner = STATE.runner_for(text, world_size=1 if local else _world(), gradients_of=var_names, local=local)
     for v, name in zip(variables, var_names):
-        if local:
-            runner.write_variable_shard(name, 0, _c(v._value))
-        else:
-            for r in runner.local_ranks:
-                if runner.holds(name, r):
-                    runner.write_variable_shard(name, r, v._shards[r])
+        for r, shard in shards_for(runner, name, v, local):
+            runner.write_variable_shard(name, r, shard)
     for name, t in feeds.items():
-        if local:
-            runner.feed_shard(name, 0, _c(t._value))
-        else:
-            for r in runner.local_ranks:
-                if runner.holds(name, r):
-                    runner.feed_shard(name, r, t._shards[r])
+        for r, shard in shards_for(runner, name, t, local):
+            runner.feed_shard(name, r, shard)
     runner.run_step()
     for v, name in zip(variables, var_names):
         gname = f"{name}/grad"
@@ -103,7 +90,7 @@ def backward(loss, gradient=None):
             # The gradient lives where the compiler computed it (the consumers' placement).
             g = Tensor._global(binding_placement(runner, gname), sbp_mod.from_text(info["nd_sbp"]),
                                info["logical_shape"], v._dtype, shards)
-            if g._sbp != v._sbp or not _same_layout(g, v):
+            if not _same_layout(g, v):
                 with no_grad():
                     g = g.to_global(placement=v._placement, sbp=v._sbp)
         _accumulate(v, g)

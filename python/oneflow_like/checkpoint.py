@@ -13,7 +13,7 @@ import numpy as np
 from . import _C, _job
 from . import sbp as sbp_mod
 from ._state import STATE
-from .tensor import Tensor, from_numpy_global, local_ranks
+from .tensor import Tensor, from_numpy_global, local_ranks, shards_for
 
 _LOCAL = "cpu:[0]"
 
@@ -36,10 +36,8 @@ def save(obj, path, step=0):
     local = kinds.pop()
     runner = _runner_for(tensors, local)
     for name, t in tensors.items():
-        for r in runner.local_ranks:
-            if runner.holds(name, r):
-                shard = np.require(t._value, requirements="C") if local else t._shards[r]
-                runner.write_variable_shard(name, r, shard)
+        for r, shard in shards_for(runner, name, t, local):
+            runner.write_variable_shard(name, r, shard)
     if os.path.exists(os.path.join(path, "COMPLETE")):
         raise ValueError(f"ol.save: {path} already holds a complete checkpoint")
     runner.save(path, int(step))

@@ -230,12 +230,10 @@ class Tensor:
     to_consistent = to_global
 
     def detach(self):
-        t = Tensor._global(self._placement, self._sbp, self._shape, self._dtype, self._shards, self._pinned) \
-            if self._placement is not None else Tensor._local(self._value)
+        """The same value without autograd history (an nn.Graph parameter: its current value)."""
         if self._sync is not None:
             self._sync(self)
-            return self.detach_value()
-        return t
+        return self.detach_value()
 
     def detach_value(self):
         return Tensor._global(self._placement, self._sbp, self._shape, self._dtype, dict(self._shards), self._pinned) \
@@ -387,6 +385,14 @@ def _boxing(t, placement, sbp):
             f"y = identity(x) placement={placement.text} sbp={sbp_mod.to_text(sbp)}\n"
             f"output(y)\n")
     return _run_plan(text, {"x": t}, ["y"], placement)[0]
+
+
+def shards_for(runner, name, t, local):
+    """(rank, array) for every rank of `runner` in this process holding binding `name`, from
+    tensor `t` (a local tensor is rank 0's whole value)."""
+    if local:
+        return [(0, _c(t._value))]
+    return [(r, t._shards[r]) for r in runner.local_ranks if runner.holds(name, r)]
 
 
 def _world():

@@ -38,6 +38,37 @@ double BestOf(int reps, F f) {
   return best;
 }
 
+struct TimedPlan {
+  double seconds_per_step = 0;
+  int64_t tasks = 0;
+};
+
+// Compiles the one-input job `text` and times its steps in an actor::Session (best of 3 runs of
+// `steps` steps after a warm-up run): feed `input` a [1] float, run, fetch `output` if not "".
+absl::StatusOr<TimedPlan> TimeSteps(const OpRegistry& registry, const std::string& text, const std::string& input,
+                                    const std::string& output, int steps) {
+  ASSIGN_OR_RETURN(compiler::Graph graph, compiler::ParseGraph(text, registry));
+  ASSIGN_OR_RETURN(PlanProto plan, compiler::Compile(std::move(graph)));
+  ASSIGN_OR_RETURN(std::unique_ptr<actor::Session> session, actor::Session::Create(plan, &registry));
+  Tensor x(DataType::kFloat32, Shape({1}));
+  x.data<float>()[0] = 1;
+  absl::Status status;
+  auto run = [&] {
+    for (int i = 0; i < steps && status.ok(); ++i) {
+      status = session->Feed(input, x);
+      if (status.ok()) status = session->RunStep();
+      if (status.ok() && !output.empty()) status = session->Fetch(output).status();
+    }
+  };
+  run();  // warm-up
+  const double t = BestOf(3, run);
+  RETURN_IF_ERROR(status);
+  RETURN_IF_ERROR(session->Close());
+  TimedPlan timed{t / steps, 0};
+  for (const RankPlanProto& r : plan.rank_plans()) timed.tasks += r.tasks_size();
+  return timed;
+}
+
 }  // namespace
 
 absl::StatusOr<Profile> Calibrate(const OpRegistry& registry, const std::function<void(const std::string&)>& log) {
@@ -63,49 +94,18 @@ absl::StatusOr<Profile> Calibrate(const OpRegistry& registry, const std::functio
     log(absl::StrFormat("memcpy 128 MiB: %.1f GB/s (read + write)", p.memory_bytes_per_second / 1e9));
   }
   {  // per-actor overhead: a chain of tiny ops in the runtime
-    std::string text = "config(name=\"overhead\")\nx0 = input(shape=[1]) placement=cpu:[0]\n";
     const int ops = 64;
+    std::string text = "config(name=\"overhead\")\nx0 = input(shape=[1]) placement=cpu:[0]\n";
     for (int i = 1; i <= ops; ++i) absl::StrAppend(&text, "x", i, " = relu(x", i - 1, ")\n");
     absl::StrAppend(&text, "output(x", ops, ")\n");
-    ASSIGN_OR_RETURN(compiler::Graph graph, compiler::ParseGraph(text, registry));
-    ASSIGN_OR_RETURN(PlanProto plan, compiler::Compile(std::move(graph)));
-    ASSIGN_OR_RETURN(std::unique_ptr<actor::Session> session, actor::Session::Create(plan, &registry));
-    Tensor x(DataType::kFloat32, Shape({1}));
-    x.data<float>()[0] = 1;
-    absl::Status status;
-    auto step = [&] {
-      for (int i = 0; i < 50 && status.ok(); ++i) {
-        status = session->Feed("x0", x);
-        if (status.ok()) status = session->RunStep();
-      }
-    };
-    step();  // warm-up
-    const double t = BestOf(3, step);
-    RETURN_IF_ERROR(status);
-    RETURN_IF_ERROR(session->Close());
-    p.task_overhead_seconds = t / 50 / (ops + 2);
+    ASSIGN_OR_RETURN(TimedPlan chain, TimeSteps(registry, text, "x0", "", 50));
+    p.task_overhead_seconds = chain.seconds_per_step / (ops + 2);
     log(absl::StrFormat("runtime: %.2f us per actor firing (%d-op chain)", p.task_overhead_seconds * 1e6, ops));
   }
   {  // per-step cost of the driver: a one-op plan, feed + run + fetch
     const std::string text = "config(name=\"step\")\nx = input(shape=[1]) placement=cpu:[0]\ny = relu(x)\noutput(y)\n";
-    ASSIGN_OR_RETURN(compiler::Graph graph, compiler::ParseGraph(text, registry));
-    ASSIGN_OR_RETURN(PlanProto plan, compiler::Compile(std::move(graph)));
-    ASSIGN_OR_RETURN(std::unique_ptr<actor::Session> session, actor::Session::Create(plan, &registry));
-    Tensor x(DataType::kFloat32, Shape({1}));
-    x.data<float>()[0] = 1;
-    absl::Status status;
-    auto steps = [&] {
-      for (int i = 0; i < 200 && status.ok(); ++i) {
-        status = session->Feed("x", x);
-        if (status.ok()) status = session->RunStep();
-        if (status.ok()) status = session->Fetch("y").status();
-      }
-    };
-    steps();
-    const double t = BestOf(3, steps);
-    RETURN_IF_ERROR(status);
-    RETURN_IF_ERROR(session->Close());
-    p.step_overhead_seconds = t / 200;
+    ASSIGN_OR_RETURN(TimedPlan step, TimeSteps(registry, text, "x", "y", 200));
+    p.step_overhead_seconds = step.seconds_per_step;
     log(absl::StrFormat("driver: %.1f us per step (feed, run, fetch of a one-op plan)", p.step_overhead_seconds * 1e6));
   }
   {  // wake-up latency: a chain of tiny ops hopping between two ranks (threads) of one process
@@ -113,27 +113,10 @@ absl::StatusOr<Profile> Calibrate(const OpRegistry& registry, const std::functio
     std::string text = "config(name=\"hops\")\nx0 = input(shape=[1]) placement=cpu:[0]\n";
     for (int i = 1; i <= hops; ++i) absl::StrAppend(&text, "x", i, " = relu(x", i - 1, ") placement=cpu:[", i % 2, "]\n");
     absl::StrAppend(&text, "output(x", hops, ")\n");
-    ASSIGN_OR_RETURN(compiler::Graph graph, compiler::ParseGraph(text, registry));
-    ASSIGN_OR_RETURN(PlanProto plan, compiler::Compile(std::move(graph)));
-    ASSIGN_OR_RETURN(std::unique_ptr<actor::Session> session, actor::Session::Create(plan, &registry));
-    Tensor x(DataType::kFloat32, Shape({1}));
-    x.data<float>()[0] = 1;
-    absl::Status status;
-    auto steps = [&] {
-      for (int i = 0; i < 50 && status.ok(); ++i) {
-        status = session->Feed("x0", x);
-        if (status.ok()) status = session->RunStep();
-      }
-    };
-    steps();
-    const double t = BestOf(3, steps);
-    RETURN_IF_ERROR(status);
-    RETURN_IF_ERROR(session->Close());
-    int64_t firings = 0;
-    for (const RankPlanProto& r : plan.rank_plans()) firings += r.tasks_size();
-    const double per_step = t / 50;
+    ASSIGN_OR_RETURN(TimedPlan chain, TimeSteps(registry, text, "x0", "", 50));
     // each hop: a transfer and a compute firing on the other rank, two thread wake-ups
-    p.wakeup_seconds = std::max(0.0, (per_step - p.step_overhead_seconds - firings * p.task_overhead_seconds) / (2.0 * hops));
+    const double beyond = chain.seconds_per_step - p.step_overhead_seconds - chain.tasks * p.task_overhead_seconds;
+    p.wakeup_seconds = std::max(0.0, beyond / (2.0 * hops));
     log(absl::StrFormat("wake-up: %.1f us per message to another thread (%d hops between 2 ranks)", p.wakeup_seconds * 1e6, hops));
   }
   return p;

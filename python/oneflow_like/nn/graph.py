@@ -16,15 +16,11 @@ boxing, pipeline, memory plan) and later calls run the compiled plan through the
 import numpy as np
 
 
-def _c(a):
-    """C-contiguous, keeping 0-d arrays 0-d (np.ascontiguousarray makes them 1-d)."""
-    return np.require(a, requirements="C")
-
 from .. import _C, _job
 from .. import sbp as sbp_mod
 from .. import _graph_trace
 from .._state import STATE
-from ..tensor import Tensor, local_ranks
+from ..tensor import Tensor, _c, local_ranks
 from .module import Module
 
 
@@ -173,7 +169,7 @@ class Graph:
             self._push(name, p)
             p._graph_version = p._version if hasattr(p, "_version") else 0
             if hasattr(p, "_version"):
-                object.__setattr__(p, "_sync", self._pull) if False else setattr(p, "_sync", self._pull)
+                p._sync = self._pull
                 p._graph_name = name
                 p._synced_step = 0
 
