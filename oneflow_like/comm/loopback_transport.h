@@ -1,8 +1,8 @@
 // The in-process loopback transport: N ranks inside one process (tests, single-process
-// multi-rank runs). A LoopbackHub owns one Transport endpoint per rank; Send encodes a Frame
-// (transport.h), decodes it again on the receiving side, checks the edge's sequence number and
-// calls the destination rank's receiver on the sender's thread, so per-edge order is exactly
-// the send order.
+// multi-rank runs). A LoopbackHub owns one Transport endpoint per rank; Send numbers the
+// payload on its edge, checks the sequence on the receiving side and calls the destination
+// rank's receiver on the sender's thread with the sender's bytes (no copy), so per-edge order is
+// exactly the send order. DeliverRaw takes encoded link bytes (a Frame, transport.h) instead.
 //
 //   std::unique_ptr<LoopbackHub> hub = LoopbackHub::Create(/*world_size=*/2);
 //   hub->endpoint(Rank(1))->SetReceiver(on_message);
@@ -50,7 +50,7 @@ class LoopbackHub {
   explicit LoopbackHub(int32_t world_size);
   Edge& edge(Rank from, Rank to) const { return *edges_[from.value() * world_size_ + to.value()]; }
   absl::Status Send(Rank from, Rank to, absl::string_view payload);
-  absl::Status DeliverLocked(Edge& edge, const Frame& frame);
+  absl::Status DeliverLocked(Edge& edge, Rank from, Rank to, uint64_t sequence, absl::string_view payload);
   // Checks rank range; the error names `what` ("destination", "source").
   absl::Status CheckRank(Rank rank, const char* what) const;
 
