@@ -8,6 +8,7 @@
 #include <cstring>
 #include <ctime>
 #include <filesystem>
+#include <thread>
 #include <vector>
 
 #include "absl/strings/numbers.h"
@@ -84,7 +85,10 @@ absl::StatusOr<Profile> Calibrate(const OpRegistry& registry, const std::functio
     const double t = BestOf(5, [&] { status = RunOp(registry, "matmul", {a, b}).status(); });
     RETURN_IF_ERROR(status);
     p.flops_per_second = 2.0 * n * n * n / t;
-    log(absl::StrFormat("matmul 1024^3: %.1f GFLOP/s", p.flops_per_second / 1e9));
+    p.cores = static_cast<int32_t>(std::max(1u, std::thread::hardware_concurrency()));
+    p.gemm_threads = BlasThreadsFromEnv(p.cores);
+    log(absl::StrFormat("matmul 1024^3: %.1f GFLOP/s with %d BLAS thread(s) on %d core(s)", p.flops_per_second / 1e9,
+                        p.gemm_threads, p.cores));
   }
   {  // memory
     const size_t bytes = size_t{128} << 20;
@@ -122,6 +126,15 @@ absl::StatusOr<Profile> Calibrate(const OpRegistry& registry, const std::functio
   return p;
 }
 
+int32_t BlasThreadsFromEnv(int32_t cores) {
+  for (const char* name : {"OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS"}) {
+    const char* v = getenv(name);
+    int32_t n = 0;
+    if (v != nullptr && absl::SimpleAtoi(v, &n) && n > 0) return n;
+  }
+  return std::max(1, cores);
+}
+
 std::string DefaultProfilePath() {
   const char* home = getenv("HOME");
   return absl::StrCat(home != nullptr ? home : "/tmp", "/.cache/oneflow_like/olplan_profile.txt");
@@ -134,9 +147,10 @@ absl::Status SaveProfile(const Profile& p, const std::string& path) {
   gethostname(host, sizeof(host) - 1);
   const std::string text = absl::StrFormat(
       "# olplan calibrate profile (host %s, unix time %d)\nflops_per_second = %.6g\nmemory_bytes_per_second = %.6g\n"
-      "task_overhead_seconds = %.6g\nstep_overhead_seconds = %.6g\nwakeup_seconds = %.6g\n",
+      "task_overhead_seconds = %.6g\nstep_overhead_seconds = %.6g\nwakeup_seconds = %.6g\ncores = %d\n"
+      "gemm_threads = %d\n",
       host, static_cast<int64_t>(std::time(nullptr)), p.flops_per_second, p.memory_bytes_per_second, p.task_overhead_seconds,
-      p.step_overhead_seconds, p.wakeup_seconds);
+      p.step_overhead_seconds, p.wakeup_seconds, p.cores, p.gemm_threads);
   return train::WriteFileAtomically(path, text);
 }
 
@@ -161,6 +175,12 @@ absl::StatusOr<Profile> LoadProfile(const std::string& path) {
     else if (key == "task_overhead_seconds") p.task_overhead_seconds = value;
     else if (key == "step_overhead_seconds") p.step_overhead_seconds = value;
     else if (key == "wakeup_seconds") p.wakeup_seconds = value;
+    else if (key == "cores" || key == "gemm_threads") {
+      if (value != static_cast<int32_t>(value) || value > 1 << 20) {
+        return absl::InvalidArgumentError(absl::StrCat(path, ":", line_no, ": ", key, " must be a whole number"));
+      }
+      (key == "cores" ? p.cores : p.gemm_threads) = static_cast<int32_t>(value);
+    }
     else return absl::InvalidArgumentError(absl::StrCat(path, ":", line_no, ": unknown key '", key, "'"));
   }
   return p;

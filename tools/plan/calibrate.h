@@ -7,12 +7,15 @@
 //   step_overhead_seconds    one step of a one-op plan (feed, run, fetch): the driver's fixed cost
 //   wakeup_seconds           a chain of tiny ops alternating between two ranks in one process:
 //                            per hop, beyond the firings' own cost (a thread woken by a message)
+//   cores, gemm_threads      the machine's cores and the BLAS threads of the matmul measurement
+//                            (the simulator's core-aware processor sharing, plan_sim.h)
 // Link parameters keep the cost model's defaults (loopback TCP and 10 GbE figures).
 //
 // Profile file: "key = value" lines (the three above, plus host and date as comments).
 #ifndef ONEFLOW_LIKE_TOOLS_PLAN_CALIBRATE_H_
 #define ONEFLOW_LIKE_TOOLS_PLAN_CALIBRATE_H_
 
+#include <cstdint>
 #include <string>
 
 #include "absl/status/statusor.h"
@@ -28,6 +31,8 @@ struct Profile {
   double task_overhead_seconds = 0;
   double step_overhead_seconds = 0;  // feed + run + fetch of a one-op step: the driver's fixed cost
   double wakeup_seconds = 0;         // a message to another thread: until it runs the next firing
+  int32_t cores = 0;                 // the machine's cores (0: unknown, an older profile)
+  int32_t gemm_threads = 0;          // BLAS threads of the flops_per_second measurement
   std::string path;  // where it was read from / written to
 };
 
@@ -39,6 +44,9 @@ absl::StatusOr<Profile> LoadProfile(const std::string& path);
 // ~/.cache/oneflow_like/olplan_profile.txt
 std::string DefaultProfilePath();
 void ApplyProfile(const Profile& profile, compiler::CostConfig* cost);
+// The BLAS threads a process gets: OPENBLAS_NUM_THREADS, else OMP_NUM_THREADS, else `cores`
+// (OpenBLAS's default: one per core).
+int32_t BlasThreadsFromEnv(int32_t cores);
 
 }  // namespace plan_tool
 }  // namespace oneflow_like

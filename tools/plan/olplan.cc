@@ -13,6 +13,7 @@
 #include <filesystem>
 #include <iostream>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -50,7 +51,11 @@ Commands:
             streams (pipeline bubble), busiest streams, critical path; --trace-dir DIR writes a
             predicted Chrome trace per rank; --sim-steps N (3); --free-links (no link cost);
             the ranks of a node (--ranks-per-node) share its CPU unless --no-sharing;
-            --in-process: all ranks are threads of one process (transfers are copies, not TCP)
+            registers the memory planner overlaps take turns as in the runtime unless
+            --no-byte-sharing;
+            --in-process: all ranks are threads of one process (transfers are copies, not TCP);
+            --blas-threads N: a matmul's threads per rank (default: OPENBLAS_NUM_THREADS in
+            one process, the node's cores / its ranks under olrun)
   diff A B  what changed between two plans (each a plan file, a .txt job or a .cfg config):
             SBP per op, boxing added/removed with bytes, placements, tasks, registers, per-rank
             peak memory, the serial estimate, traffic per link class
@@ -86,6 +91,7 @@ struct Args {
   int64_t steps = 3;
   bool free_links = false;
   bool no_sharing = false;
+  bool no_byte_sharing = false;
   bool in_process = false;
   bool profile_sbp = false;
   bool json = false;
@@ -93,6 +99,12 @@ struct Args {
   int32_t ranks_per_node = 8;
   std::vector<std::string> trainer_flags;
   std::vector<std::string> positional;  // diff A B
+  int32_t blas_threads = 0;               // --blas-threads (0: from the environment / olrun's share)
+  // Set in Main from the profile (olplan calibrate). The SBP search uses the profile's costs
+  // only with --profile-sbp, since oltrain compiles with the compiler's defaults and olplan must
+  // analyze the plan oltrain will run; predictions are always priced with it (sim_cost).
+  compiler::CostConfig sbp_cost, sim_cost;
+  std::optional<plan_tool::Profile> machine;
 };
 
 absl::StatusOr<Args> ParseArgs(int argc, char** argv) {
@@ -113,6 +125,8 @@ absl::StatusOr<Args> ParseArgs(int argc, char** argv) {
       a.free_links = true;
     } else if (arg == "--no-sharing") {
       a.no_sharing = true;
+    } else if (arg == "--no-byte-sharing") {
+      a.no_byte_sharing = true;
     } else if (arg == "--in-process") {
       a.in_process = true;
     } else if (arg == "--profile-sbp") {
@@ -138,6 +152,11 @@ absl::StatusOr<Args> ParseArgs(int argc, char** argv) {
       ASSIGN_OR_RETURN(a.op, value(&i, arg, "--op"));
     } else if (is("--device-memory")) {
       ASSIGN_OR_RETURN(a.device_memory, value(&i, arg, "--device-memory"));
+    } else if (is("--blas-threads")) {
+      ASSIGN_OR_RETURN(std::string v, value(&i, arg, "--blas-threads"));
+      if (!absl::SimpleAtoi(v, &a.blas_threads) || a.blas_threads < 1 || a.blas_threads > 4096) {
+        return absl::InvalidArgumentError(absl::StrCat("--blas-threads: expected a positive integer, got '", v, "'"));
+      }
     } else if (is("--world") || is("--ranks-per-node")) {
       const std::string name = is("--world") ? "--world" : "--ranks-per-node";
       ASSIGN_OR_RETURN(std::string v, value(&i, arg, name));
@@ -173,35 +192,10 @@ absl::StatusOr<PlanProto> ReadPlanFile(const std::string& path) {
   return plan;
 }
 
-// The cost model every compile of this run uses (olplan calibrate's profile when there is one).
-compiler::CostConfig& Cost() {
-  static compiler::CostConfig* cost = new compiler::CostConfig();  // this process's settings, set once in Main
-  return *cost;
-}
-// The machine profile's costs (olplan calibrate): what predictions are priced with. The SBP search
-// uses them too only with --profile-sbp, since oltrain compiles with the compiler's defaults and
-// olplan must analyze the plan oltrain will run.
-compiler::CostConfig& SimCost() {
-  static compiler::CostConfig* cost = new compiler::CostConfig();
-  return *cost;
-}
-bool& HaveProfile() {
-  static bool have = false;
-  return have;
-}
-double& StepOverhead() {
-  static double seconds = 0;
-  return seconds;
-}
-double& Wakeup() {
-  static double seconds = 0;
-  return seconds;
-}
-
-absl::StatusOr<PlanProto> CompileGraph(compiler::Graph graph, int32_t world) {
+absl::StatusOr<PlanProto> CompileGraph(compiler::Graph graph, const Args& a) {
   compiler::CompileOptions options;
-  options.world_size = world;
-  options.cost = Cost();
+  options.world_size = a.world;
+  options.cost = a.sbp_cost;
   options.on_phase = [](const std::string& phase, double seconds) {
     if (seconds > 1.0) std::fprintf(stderr, "olplan: %s took %.1f s\n", phase.c_str(), seconds);
   };
@@ -237,13 +231,13 @@ absl::StatusOr<PlanProto> LoadAny(const std::string& path, const Args& a, const 
     one.job_path = ends(".cfg") ? "" : path;
     one.config_path = ends(".cfg") ? path : "";
     ASSIGN_OR_RETURN(Job job, LoadJob(one, registry));
-    return CompileGraph(std::move(*job.graph), a.world);
+    return CompileGraph(std::move(*job.graph), a);
   }
   return ReadPlanFile(path);
 }
 
 // Levers against a plan that does not fit: each recompiled, its peak reported.
-std::string Levers(const Job& job, const OpRegistry& registry, int32_t world, int64_t device_memory, bool json) {
+std::string Levers(const Job& job, const OpRegistry& registry, const Args& a, int64_t device_memory, bool json) {
   struct Lever {
     std::string name;
     absl::StatusOr<std::unique_ptr<compiler::Graph>> graph;
@@ -293,7 +287,7 @@ std::string Levers(const Job& job, const OpRegistry& registry, int32_t world, in
     std::string result;
     bool fits = false;
     int64_t peak = -1;
-    absl::StatusOr<PlanProto> plan = l.graph.ok() ? CompileGraph(std::move(**l.graph), world)
+    absl::StatusOr<PlanProto> plan = l.graph.ok() ? CompileGraph(std::move(**l.graph), a)
                                                   : absl::StatusOr<PlanProto>(l.graph.status());
     if (plan.ok()) {
       absl::StatusOr<plan_tool::PlanSummary> s = plan_tool::Summarize(*plan);
@@ -331,7 +325,7 @@ int Main(int argc, char** argv) {
     std::fprintf(stderr, "olplan: %s\n\n%s", std::string(args.status().message()).c_str(), kUsage);
     return 2;
   }
-  const Args& a = *args;
+  Args& a = *args;
   const std::vector<std::string> commands = {"summary", "memory", "sbp", "boxing", "compile", "verify", "diff", "simulate",
                                              "calibrate", "html"};
   if (std::find(commands.begin(), commands.end(), a.command) == commands.end()) {
@@ -358,11 +352,9 @@ int Main(int argc, char** argv) {
   {
     absl::StatusOr<plan_tool::Profile> p = plan_tool::LoadProfile(profile_path);
     if (p.ok()) {
-      plan_tool::ApplyProfile(*p, &SimCost());
-      if (a.profile_sbp) plan_tool::ApplyProfile(*p, &Cost());
-      HaveProfile() = true;
-      StepOverhead() = p->step_overhead_seconds;
-      Wakeup() = p->wakeup_seconds;
+      plan_tool::ApplyProfile(*p, &a.sim_cost);
+      if (a.profile_sbp) plan_tool::ApplyProfile(*p, &a.sbp_cost);
+      a.machine = *p;
       std::fprintf(stderr, "olplan: cost profile %s (%.1f GFLOP/s, %.1f GB/s, %.2f us per firing)\n", profile_path.c_str(),
                    p->flops_per_second / 1e9, p->memory_bytes_per_second / 1e9, p->task_overhead_seconds * 1e6);
     } else if (!a.profile.empty() || p.status().code() != absl::StatusCode::kNotFound) {
@@ -396,7 +388,7 @@ int Main(int argc, char** argv) {
     absl::StatusOr<Job> loaded = LoadJob(a, registry);
     if (!loaded.ok()) return Fail(loaded.status());
     job = *std::move(loaded);
-    absl::StatusOr<PlanProto> compiled = CompileGraph(compiler::Graph(*job.graph), a.world);
+    absl::StatusOr<PlanProto> compiled = CompileGraph(compiler::Graph(*job.graph), a);
     if (!compiled.ok()) return Fail(compiled.status());
     plan = *std::move(compiled);
   }
@@ -431,16 +423,30 @@ int Main(int argc, char** argv) {
     sim_options.steps = a.steps;
     sim_options.free_links = a.free_links;
     sim_options.processor_sharing = !a.no_sharing;
+    sim_options.byte_sharing = !a.no_byte_sharing;
     sim_options.in_process = a.in_process;
-    sim_options.cost = SimCost();
-    sim_options.step_overhead_seconds = StepOverhead();
-    sim_options.wakeup_seconds = Wakeup();
-    if (HaveProfile() && job.graph != nullptr && !a.profile_sbp) {
+    sim_options.cost = a.sim_cost;
+    if (a.machine.has_value()) {
+      sim_options.step_overhead_seconds = a.machine->step_overhead_seconds;
+      sim_options.wakeup_seconds = a.machine->wakeup_seconds;
+      if (a.machine->cores > 0 && a.machine->gemm_threads > 0) {  // core-aware sharing
+        sim_options.cores_per_node = a.machine->cores;
+        sim_options.profile_gemm_threads = a.machine->gemm_threads;
+        // In one process: the process's BLAS threads (OPENBLAS_NUM_THREADS; the truthfulness
+        // bench runs multi-rank jobs with 1); under olrun each rank gets its share of the
+        // node's cores, as olrun sets it.
+        const int32_t ranks_here = std::max(1, std::min(a.ranks_per_node, plan.world_size()));
+        sim_options.gemm_threads = a.blas_threads > 0  ? a.blas_threads
+                                   : a.in_process      ? plan_tool::BlasThreadsFromEnv(a.machine->cores)
+                                                       : std::max(1, a.machine->cores / ranks_here);
+      }
+    }
+    if (a.machine.has_value() && job.graph != nullptr && !a.profile_sbp) {
       // Price the plan's ops with the profile: the same job compiled with the profile's costs
       // gives every op's compute seconds per SBP signature; take the one this plan chose.
       compiler::CompileOptions priced;
       priced.world_size = a.world;
-      priced.cost = SimCost();
+      priced.cost = a.sim_cost;
       priced.verify_plan = false;
       absl::StatusOr<PlanProto> calibrated = compiler::Compile(compiler::Graph(*job.graph), priced);
       if (calibrated.ok()) sim_options.op_compute_seconds = plan_tool::OpSecondsFor(plan, *calibrated);
@@ -492,12 +498,12 @@ int Main(int argc, char** argv) {
     if (!fits) {
       body.pop_back();  // newline
       body.pop_back();  // closing brace
-      body += ",\"levers\":" + Levers(job, registry, a.world, device_memory, true) + "}\n";
+      body += ",\"levers\":" + Levers(job, registry, a, device_memory, true) + "}\n";
     }
     std::fputs(body.c_str(), stdout);
   } else {
     std::fputs(plan_tool::MemoryText(*summary, device_memory).c_str(), stdout);
-    if (!fits) std::fputs(Levers(job, registry, a.world, device_memory, false).c_str(), stdout);
+    if (!fits) std::fputs(Levers(job, registry, a, device_memory, false).c_str(), stdout);
   }
   return 0;
 }

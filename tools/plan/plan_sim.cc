@@ -27,6 +27,13 @@ struct Reg {
   std::vector<int64_t> taken, returned;
   int64_t produced = 0, reserved = 0;
   int64_t bytes = 0;
+  // Registers whose planned bytes overlap this one's (the runtime's ByteConflict): (register,
+  // whether that one is earlier in task order).
+  std::vector<std::pair<int, bool>> conflicts;
+  int64_t Live() const {  // buffers handed to consumers and not all returned
+    if (consumers.empty()) return 0;
+    return produced - *std::min_element(returned.begin(), returned.end());
+  }
   int64_t InUse() const {
     if (consumers.empty()) return reserved;
     return produced + reserved - *std::min_element(returned.begin(), returned.end());
@@ -50,6 +57,9 @@ struct Task {
   int group = -1;       // collective group
   int64_t per_step = 1; // firings per step (this simulator's firings)
   double ready_at = 0;  // a message from another thread wakes it no earlier than this
+  double cores = 1;     // cores a firing uses (cores_per_node > 0)
+  double speed = 1;     // its speed with those cores, relative to the cost model's
+  bool gemm = false;    // a matmul (compute bound, BLAS threads)
   std::vector<double> step_done;
 };
 
@@ -173,6 +183,7 @@ class Simulator {
         reg.capacity = std::max(1, r.count());
         for (const TensorDescProto& s : r.slots()) reg.bytes += SlotBytes(s);
         reg_of[r.id()] = static_cast<int>(regs_.size());
+        if (r.has_memory()) memory_.push_back({&r, rp.rank(), static_cast<int>(regs_.size())});
         regs_.push_back(std::move(reg));
       }
       for (const TaskProto& t : rp.tasks()) {
@@ -234,6 +245,7 @@ class Simulator {
         reg.returned.push_back(0);
       }
     }
+    if (o_.byte_sharing) FindByteConflicts();
     // collectives: one group per (global order, ranks)
     std::map<std::pair<int64_t, std::vector<int32_t>>, int> groups;
     for (size_t i = 0; i < tasks_.size(); ++i) {
@@ -253,10 +265,72 @@ class Simulator {
       if (tasks_[i].kind == Kind::kInputSource) input_sources_.push_back(static_cast<int>(i));
       if (tasks_[i].kind != Kind::kInputless) ++counted_tasks_;
       tasks_[i].duration = Duration(tasks_[i], op_seconds);
+      const TaskProto& proto = *tasks_[i].proto;
+      if (o_.cores_per_node > 0 && proto.type() == TaskProto::COMPUTE &&
+          proto.compute().op_type().rfind("matmul", 0) == 0) {
+        const int32_t threads = std::max(1, std::min(o_.gemm_threads, o_.cores_per_node));
+        tasks_[i].gemm = true;
+        tasks_[i].cores = threads;
+        tasks_[i].speed = static_cast<double>(threads) / std::max(1, o_.profile_gemm_threads);
+      }
       streams_[tasks_[i].stream].candidates.insert(Key(static_cast<int>(i)));
       tasks_[i].step_done.reserve(o_.steps);
     }
     return absl::OkStatus();
+  }
+
+  // As the runtime (Runtime::FindByteConflicts): registers of one rank whose planned byte
+  // ranges overlap alternate in task order of their producers. Update registers consumed by a
+  // variable holder are written in place into the variables (inplace_updates.h) and share
+  // nothing.
+  void FindByteConflicts() {
+    struct Interval {
+      int32_t rank;
+      int64_t block, begin, end;
+      int reg;
+    };
+    std::vector<Interval> intervals;
+    for (const auto& [proto, rank, reg] : memory_) {
+      const Reg& r = regs_[reg];
+      if (r.producer < 0) continue;
+      bool update = false;
+      for (int c : r.consumers) update |= tasks_[c].kind == Kind::kHolder;
+      if (update) continue;
+      const MemoryLocationProto& mem = proto->memory();
+      int64_t span = 0;
+      for (int s = 0; s < proto->slots_size() && s < mem.slot_offsets_size(); ++s) {
+        span = std::max(span, mem.slot_offsets(s) + SlotBytes(proto->slots(s)));
+      }
+      if (span == 0) continue;
+      intervals.push_back({rank, mem.block_id(), mem.offset(), mem.offset() + (r.capacity - 1) * mem.buffer_bytes() + span, reg});
+    }
+    std::sort(intervals.begin(), intervals.end(), [](const Interval& a, const Interval& b) {
+      return std::tie(a.rank, a.block, a.begin, a.reg) < std::tie(b.rank, b.block, b.begin, b.reg);
+    });
+    for (size_t i = 0; i < intervals.size(); ++i) {
+      for (size_t j = i + 1; j < intervals.size() && intervals[j].rank == intervals[i].rank &&
+                             intervals[j].block == intervals[i].block && intervals[j].begin < intervals[i].end;
+           ++j) {
+        const int a = intervals[i].reg, b = intervals[j].reg;
+        const int pa = regs_[a].producer, pb = regs_[b].producer;
+        if (pa == pb) continue;
+        regs_[a].conflicts.push_back({b, pb < pa});
+        regs_[b].conflicts.push_back({a, pa < pb});
+      }
+    }
+  }
+  // Runtime Actor::BytesAvailable: the earlier register is written only when the later one has
+  // caught up and is idle; the later one only after the earlier one was written and is idle.
+  bool BytesAvailable(const Reg& r) const {
+    for (const auto& [o, other_is_earlier] : r.conflicts) {
+      const Reg& other = regs_[o];
+      if (other.reserved > 0 || other.Live() != 0) return false;
+      if (other_is_earlier ? other.produced <= r.produced : other.produced != r.produced) return false;
+    }
+    return true;
+  }
+  void WakeConflicts(const Reg& r, int from, double now) {
+    for (const auto& [o, earlier] : r.conflicts) Message(regs_[o].producer, from, now);
   }
 
   double Duration(const Task& t, const std::map<std::string, double>& op_seconds) const {
@@ -331,7 +405,7 @@ class Simulator {
     }
     if (need_outputs) {
       for (int r : t.outputs) {
-        if (!regs_[r].Free()) return false;
+        if (!regs_[r].Free() || !BytesAvailable(regs_[r])) return false;
       }
     }
     return true;
@@ -374,17 +448,32 @@ class Simulator {
   }
   int32_t NodeOf(int32_t rank) const { return rank / std::max(1, o_.cost.ranks_per_node); }
 
+  // The speed of running firing `fi` on `node` now, relative to the cost model's seconds. With
+  // cores (cores_per_node > 0): the node's cores are shared by demand (a matmul asks for its
+  // BLAS threads, any other firing for one thread), and the firings that are not matmuls (memory
+  // bound: copies, element-wise, reductions) also share the node's memory bandwidth.
+  double Rate(const Node& node, int fi) const {
+    if (node.running.empty()) return 0.0;
+    if (o_.cores_per_node <= 0) return 1.0 / static_cast<double>(node.running.size());
+    double demand = 0, memory_bound = 0;
+    for (int r : node.running) {
+      const Task& t = tasks_[firings_[r].task];
+      demand += t.cores;
+      memory_bound += t.gemm ? 0 : 1;
+    }
+    const double core_share = std::min(1.0, o_.cores_per_node / demand);
+    const Task& t = tasks_[firings_[fi].task];
+    return t.gemm ? t.speed * core_share : std::min(core_share, 1.0 / memory_bound);
+  }
   // Work done on `node` since its last change, at the sharing rate of that interval.
   void Advance(Node* node, double now) {
-    const double rate = node->running.empty() ? 0.0 : 1.0 / static_cast<double>(node->running.size());
-    for (int fi : node->running) remaining_[fi] = std::max(0.0, remaining_[fi] - (now - node->last) * rate);
+    for (int fi : node->running) remaining_[fi] = std::max(0.0, remaining_[fi] - (now - node->last) * Rate(*node, fi));
     node->last = now;
   }
   void Reschedule(const Node& node, double now) {
-    const double n = static_cast<double>(node.running.size());
     for (int fi : node.running) {
       ++version_[fi];
-      firings_[fi].end = now + remaining_[fi] * n;
+      firings_[fi].end = now + remaining_[fi] / Rate(node, fi);
       events_.push({firings_[fi].end, fi, version_[fi]});
     }
   }
@@ -423,6 +512,7 @@ class Simulator {
         --regs_[r].reserved;
         ++regs_[r].produced;
         for (int c : regs_[r].consumers) Message(c, t.stream, now);
+        WakeConflicts(regs_[r], t.stream, now);
       }
     }
     // inputs go back: ordinary tasks at once; REPEAT after its last emission of a group
@@ -432,6 +522,7 @@ class Simulator {
       for (const auto& [r, slot] : t.inputs) {
         ++regs_[r].returned[slot];
         if (regs_[r].producer >= 0) Message(regs_[r].producer, t.stream, now);
+        if (regs_[r].Live() == 0) WakeConflicts(regs_[r], t.stream, now);
       }
     }
     if ((j + 1) % t.per_step == 0) {
@@ -505,6 +596,7 @@ class Simulator {
   const PlanProto& plan_;
   SimOptions o_;
   std::vector<Reg> regs_;
+  std::vector<std::tuple<const RegisterProto*, int32_t, int>> memory_;  // planned registers: (proto, rank, reg)
   std::vector<Task> tasks_;
   std::vector<Stream> streams_;
   std::vector<std::vector<int>> groups_;

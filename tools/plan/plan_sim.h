@@ -38,9 +38,21 @@ struct SimOptions {
   // once (every firing but transfers and collectives) progresses at 1 / (how many run), the
   // cost model's seconds being those of the whole machine (olplan calibrate measures so).
   bool processor_sharing = true;
+  // With cores_per_node > 0 the sharing counts cores: a matmul firing uses `gemm_threads` cores
+  // (its BLAS threads) and runs at gemm_threads / profile_gemm_threads of the cost model's speed
+  // (the profile's GEMM rate was measured with profile_gemm_threads threads); every other firing
+  // is one thread at the cost model's speed (memory figures are one thread's), and those share
+  // the node's memory bandwidth. When the firings running on a node ask for more cores than it
+  // has, each gets its share. 0: the whole-machine model above.
+  int32_t cores_per_node = 0;
+  int32_t gemm_threads = 1;
+  int32_t profile_gemm_threads = 1;
   // All ranks run as threads of one process (oltrain without olrun): transfers are memory copies
   // (the same-process link), not loopback TCP.
   bool in_process = false;
+  // Registers the memory planner put in overlapping bytes take turns, as the runtime makes them
+  // (a producer waits for the register sharing its bytes: "shared bytes" in timelines).
+  bool byte_sharing = true;
   bool record_trace = true;      // per-firing records (trace, critical path); off for huge plans
   // The driver (oltrain, nn.Graph) feeds a step's inputs after the previous step returned: input
   // sources of step k+1 wait for the end of step k plus this fixed per-step cost (feed, start,
