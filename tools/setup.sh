@@ -11,6 +11,7 @@ PKGS=(
   python3-torch                                                     # references for the Python API's tests (PyTorch 1.13)
   chromium                                                          # olplan html's page test (headless)
   libibverbs-dev                                                    # comm/ RDMA transport (built always; runs only with a device)
+  libgloo-dev                                                       # comm/ gloo collectives (CPU)
 )
 missing=()
 for p in "${PKGS[@]}"; do

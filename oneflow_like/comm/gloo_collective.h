@@ -1,0 +1,45 @@
+// The gloo backend of the collective interface (collective.h): CPU collectives over TCP with
+// Debian's libgloo (the library PyTorch uses on CPU). One gloo TCP device per backend (bound to
+// GlooOptions::hostname, the address this node's peers reach it at) and one gloo context per
+// communicator, connected as a full mesh through the RendezvousStore (the job's control plane:
+// token-checked like everything else; or an InMemoryStore for ranks that are threads).
+//
+//   ASSIGN_OR_RETURN(auto backend, CreateGlooBackend(&store, rank, world, {"127.0.0.1", 30000}));
+//   ASSIGN_OR_RETURN(auto comm, backend->Connect({0, 1}, "dp"));
+//
+// Calls run on the communicator's worker thread, one at a time in issue order:
+//   AllReduce      gloo::allreduce (ring algorithms chosen by gloo), sum per dtype
+//   AllGather      gloo::allgatherv (uneven counts)
+//   ReduceScatter  gloo::alltoallv of the blocks, then a local sum of the group's copies of this
+//                  member's block: every member sends and receives (n-1)/n of the tensor, as a
+//                  ring reduce-scatter does
+//   Broadcast      gloo::broadcast;  AllToAll  gloo::alltoallv;  Send / Recv  unbound buffers
+// Dtypes: float32, float64, int32, int64 (sums); float16 / bfloat16 sums go through float32.
+// Timeouts: GlooOptions::timeout_ms bounds connecting and every call (set it from the job's
+// heartbeat timeout); a dead peer or garbage on a connection fails the call with the peer's gloo
+// message instead of hanging, and every later call on that communicator fails too.
+#ifndef ONEFLOW_LIKE_COMM_GLOO_COLLECTIVE_H_
+#define ONEFLOW_LIKE_COMM_GLOO_COLLECTIVE_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "oneflow_like/comm/collective.h"
+
+namespace oneflow_like {
+namespace comm {
+
+struct GlooOptions {
+  std::string hostname = "127.0.0.1";  // this node's address for gloo's TCP listener
+  int64_t timeout_ms = 30000;          // connect and per-call timeout
+};
+
+// REQUIRES: store outlives the backend and its communicators; 0 <= rank < world_size.
+absl::StatusOr<std::unique_ptr<CollectiveBackend>> CreateGlooBackend(RendezvousStore* store, int32_t rank,
+                                                                     int32_t world_size, GlooOptions options = {});
+
+}  // namespace comm
+}  // namespace oneflow_like
+
+#endif  // ONEFLOW_LIKE_COMM_GLOO_COLLECTIVE_H_
