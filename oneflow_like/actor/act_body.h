@@ -9,6 +9,7 @@
 //   BOXING_CONCAT  ConcatBody: outputs[0] = zeros, then region k = inputs[k]
 //   BOXING_ADD     AddBody: outputs[0] = sum of inputs
 //   SOURCE/SINK    FunctionBody around the runtime's feed / fetch queues
+//   COLLECTIVE     CollectiveBody (collective_body.h), asynchronous
 #ifndef ONEFLOW_LIKE_ACTOR_ACT_BODY_H_
 #define ONEFLOW_LIKE_ACTOR_ACT_BODY_H_
 
@@ -33,6 +34,11 @@ class ActBody {
  public:
   virtual ~ActBody() = default;
   virtual absl::Status Act(ActIo& io) = 0;
+  // Asynchronous bodies (collective libraries, device streams): Start begins the act and returns
+  // at once; `finished` is called exactly once, from any thread, when the outputs are written
+  // (the views stay valid until then; the actor fires again only after it). Default: Act.
+  virtual bool IsAsync() const { return false; }
+  virtual void Start(ActIo io, std::function<void(const absl::Status&)> finished) { finished(Act(io)); }
 };
 
 // Element-wise helpers (any dtype; same desc required, CHECKed: the runtime validated shapes).

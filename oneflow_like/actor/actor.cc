@@ -37,6 +37,8 @@ std::string WaitCauseName(const WaitCause& cause) {
       return "step credit";
     case WaitCause::kInPlace:
       return absl::StrCat("other readers of variable '", name, "' (in-place update)");
+    case WaitCause::kInFlight:
+      return "its previous act (asynchronous) to finish";
   }
   return "unknown";
 }
@@ -90,6 +92,9 @@ void Actor::Handle(const ActorMessage& message) {
       break;
     case MessageKind::kEndOfStream:
       if (state_ == ActorState::kRunning) state_ = ActorState::kDraining;
+      break;
+    case MessageKind::kActFinished:
+      FinishAsync();
       break;
     case MessageKind::kWake:  // nothing to record: the thread offers a firing next
     case MessageKind::kReport:
@@ -238,6 +243,7 @@ bool Actor::TryFire() {
 
 WaitCause Actor::FirstWait() const {
   if (state_ != ActorState::kRunning) return WaitCause{};
+  if (in_flight_) return WaitCause{WaitCause::kInFlight, nullptr};
   const bool source = spec_.rule == FiringRule::kInputSource ||
                       (spec_.rule == FiringRule::kVariableHolder && !awaiting_update_);
   if (source && credits_ == 0) return WaitCause{WaitCause::kStepCredit, nullptr};
@@ -261,6 +267,7 @@ WaitCause Actor::FirstWait() const {
 }
 
 bool Actor::TryFireOnce() {
+  if (in_flight_) return false;
   if (state_ == ActorState::kDraining) return TryFinishDrain();
   if (state_ != ActorState::kRunning) return false;
   switch (spec_.rule) {
@@ -278,6 +285,10 @@ bool Actor::TryFireOnce() {
       if (!inplace_targets_.empty() && BusyInPlaceTarget() != nullptr) return false;
       break;
   }
+  if (body_->IsAsync() && spec_.rule == FiringRule::kAllInputs) {
+    StartAsync();
+    return true;
+  }
   if (absl::Status status = RunBody(body_.get()); !status.ok()) {
     Fail(status);
     return false;
@@ -292,6 +303,44 @@ bool Actor::TryFireOnce() {
     ReturnInputs();
   }
   return true;
+}
+
+void Actor::StartAsync() {
+  in_flight_ = true;
+  ActIo io;
+  for (const PayloadRef& ref : spec_.payload_inputs) {
+    const InputPort& in = spec_.inputs[ref.port];
+    io.inputs.push_back(in.layout->View(in.ready.front(), ref.slot));
+  }
+  for (const PayloadRef& ref : spec_.payload_outputs) {
+    const OutputPort& out = spec_.outputs[ref.port];
+    io.outputs.push_back(out.layout->View(out.free.front(), ref.slot));
+  }
+  body_->Start(std::move(io), [this](const absl::Status& status) {
+    {
+      std::lock_guard<std::mutex> lock(finished_mu_);
+      finished_status_ = status;
+    }
+    host_->PostFromAnyThread(ActorMessage{MessageKind::kActFinished, spec_.id, 0, 0, 0});
+  });
+}
+
+void Actor::FinishAsync() {
+  if (!in_flight_) return;
+  in_flight_ = false;
+  absl::Status status;
+  {
+    std::lock_guard<std::mutex> lock(finished_mu_);
+    status = finished_status_;
+  }
+  if (!status.ok()) {
+    Fail(absl::Status(status.code(), absl::StrCat("actor '", spec_.name, "' (task ", spec_.task.value(), ", ",
+                                                  spec_.type_name, "): ", status.message())));
+    return;
+  }
+  Acted(false);
+  SendOutputs();
+  ReturnInputs();
 }
 
 bool Actor::FireAccumulate() {

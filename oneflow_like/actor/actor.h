@@ -26,6 +26,7 @@
 #include <atomic>
 #include <cstdint>
 #include <deque>
+#include <mutex>
 #include <memory>
 #include <string>
 #include <vector>
@@ -126,6 +127,7 @@ struct WaitCause {
     kSharedBytes,  // output `layout` shares bytes with another register not yet idle
     kStepCredit,   // a source: every piece of the started steps is out
     kInPlace,      // an in-place update of variable register `layout`: other readers hold it
+    kInFlight,     // its previous (asynchronous) act has not finished
   };
   Kind kind = kNone;
   const RegisterLayout* layout = nullptr;  // kInput, kOutput, kSharedBytes
@@ -138,6 +140,8 @@ class ActorHost {
  public:
   virtual ~ActorHost() = default;
   virtual void Post(const ActorMessage& message) = 0;
+  // Post from a thread that is not the actor's (an asynchronous body's completion).
+  virtual void PostFromAnyThread(const ActorMessage& message) { Post(message); }
   virtual void SendRemote(Rank to, const RemoteMessage& message) = 0;
   virtual void ReturnMirrorBuffer(MirrorRegister* mirror, int32_t buffer, TaskId consumer) = 0;
   // After every act (`firing` counts this actor's acts from 1); `step_event`: a firing that
@@ -197,6 +201,8 @@ class Actor {
   void Fail(const absl::Status& status);
   bool TryFinishDrain();
   bool TryFireOnce();
+  void StartAsync();
+  void FinishAsync();
   bool FireAccumulate();
   bool FireVariableHolder();
 
@@ -215,6 +221,11 @@ class Actor {
   // what the latest failed attempt lacked.
   int64_t wait_begin_micros_ = -1;
   WaitCause wait_cause_;
+  // An asynchronous act (ActBody::IsAsync) is running: no firing until it finished; its status
+  // arrives from the body's thread (kActFinished).
+  bool in_flight_ = false;
+  std::mutex finished_mu_;
+  absl::Status finished_status_;
 };
 
 }  // namespace actor

@@ -23,6 +23,8 @@ std::string MessageKindName(MessageKind kind) {
       return "stop";
     case MessageKind::kWake:
       return "wake";
+    case MessageKind::kActFinished:
+      return "act_finished";
   }
   return "unknown";
 }

@@ -31,6 +31,7 @@ enum class MessageKind : uint8_t {
   kReport = 5,            // driver -> thread: describe what every actor waits for
   kStop = 6,              // driver -> thread: leave the loop
   kWake = 7,              // actor -> actor: a register sharing your bytes changed; retry firing
+  kActFinished = 8,       // an asynchronous act of `actor` ended (its status is in the actor)
 };
 std::string MessageKindName(MessageKind kind);
 

@@ -51,6 +51,7 @@
 #include "oneflow_like/actor/clock.h"
 #include "oneflow_like/actor/step_notifier.h"
 #include "oneflow_like/actor/mailbox.h"
+#include "oneflow_like/comm/collective.h"
 #include "oneflow_like/comm/transport.h"
 #include "oneflow_like/core/allocator.h"
 #include "oneflow_like/core/op_registry.h"
@@ -103,6 +104,9 @@ struct RuntimeEnv {
   // Optimizer tasks write variables (and their state) in place when the plan allows it
   // (inplace_updates.h), so variable holders copy nothing; false: always copy.
   bool inplace_variable_updates = true;
+  // COLLECTIVE tasks run through it (collective_body.h): required iff the rank has any. Not
+  // owned; outlives the runtime.
+  comm::CollectiveBackend* collectives = nullptr;
 };
 
 class Runtime final : public ActorHost {
@@ -206,6 +210,7 @@ class Runtime final : public ActorHost {
   struct StreamThread final : public ActorHost {
     StreamThread(Runtime* runtime, int32_t index) : runtime(runtime), index(index) {}
     void Post(const ActorMessage& message) override;
+    void PostFromAnyThread(const ActorMessage& message) override { runtime->Post(message); }
     void SendRemote(Rank to, const RemoteMessage& message) override;
     void ReturnMirrorBuffer(MirrorRegister* mirror, int32_t buffer, TaskId consumer) override;
     void OnActed(const Actor& actor, int64_t firing, bool step_event, int64_t begin_micros) override;

@@ -3,6 +3,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "oneflow_like/actor/collective_body.h"
 #include "oneflow_like/actor/runtime.h"
 #include "oneflow_like/core/attr_proto.h"
 #include "oneflow_like/core/initializer.h"
@@ -274,11 +275,21 @@ absl::StatusOr<Runtime::TaskSetup> Runtime::SetUpTask(const TaskProto& task, int
     case TaskProto::COPY:
       return absl::UnimplementedError(absl::StrCat(
           TaskLabel(task), ": COPY (host <-> device) needs a device backend; CPU plans have no COPY tasks"));
-    case TaskProto::COLLECTIVE:
-      return absl::UnimplementedError(
-          absl::StrCat(TaskLabel(task),
-                       ": COLLECTIVE tasks need a device collective library (NCCL); "
-                       "on CPU the compiler expands boxing into TRANSFER + BOXING_* tasks"));
+    case TaskProto::COLLECTIVE: {
+      if (env_.collectives == nullptr) {
+        return error("a COLLECTIVE task needs a collective backend (RuntimeEnv::collectives; gloo on CPU)");
+      }
+      if (spec->payload_inputs.size() != 1 || spec->payload_outputs.size() != 1) {
+        return error("a COLLECTIVE member has one payload input and one payload output, not ",
+                     spec->payload_inputs.size(), " and ", spec->payload_outputs.size());
+      }
+      const CollectiveParams& params = task.collective();
+      auto me = std::find(params.ranks().begin(), params.ranks().end(), rank_.value());
+      if (me == params.ranks().end()) return error("this rank is not in the collective's group");
+      setup.body = std::make_unique<CollectiveBody>(env_.collectives, params,
+                                                    static_cast<int32_t>(me - params.ranks().begin()), task.name());
+      break;
+    }
     default:
       return error("unknown task type ", task.type());
   }

@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "oneflow_like/actor/act_body.h"
+#include "oneflow_like/comm/gloo_collective.h"
 #include "oneflow_like/core/shard_simulator.h"
 
 namespace oneflow_like {
@@ -20,6 +21,18 @@ absl::StatusOr<std::unique_ptr<Session>> Session::Create(const PlanProto& plan, 
   session->pieces_per_step_ = std::max<int64_t>(1, plan.pieces_per_step());
   session->world_size_ = plan.world_size();
   session->hub_ = comm::LoopbackHub::Create(plan.world_size());
+  bool collectives = false;
+  for (const RankPlanProto& rank_plan : plan.rank_plans()) {
+    for (const TaskProto& task : rank_plan.tasks()) collectives |= task.type() == TaskProto::COLLECTIVE;
+  }
+  if (collectives) {  // gloo over loopback TCP between the ranks (threads) of this process
+    session->collective_store_ = std::make_unique<comm::InMemoryStore>();
+    for (int32_t r = 0; r < plan.world_size(); ++r) {
+      ASSIGN_OR_RETURN(std::unique_ptr<comm::CollectiveBackend> backend,
+                       comm::CreateGlooBackend(session->collective_store_.get(), r, plan.world_size()));
+      session->collective_backends_.push_back(std::move(backend));
+    }
+  }
   for (const RankPlanProto& rank_plan : plan.rank_plans()) {
     session->allocators_.push_back(std::make_unique<CpuAllocator>());
     RuntimeEnv env;
@@ -32,6 +45,7 @@ absl::StatusOr<std::unique_ptr<Session>> Session::Create(const PlanProto& plan, 
     env.record_timeline = session->options_.record_timeline;
     env.inplace_variable_updates = session->options_.inplace_variable_updates;
     env.step_notifier = &session->notifier_;
+    if (collectives) env.collectives = session->collective_backends_[rank_plan.rank()].get();
     ASSIGN_OR_RETURN(std::unique_ptr<Runtime> runtime, Runtime::Create(plan, rank_plan.rank(), std::move(env)));
     session->runtimes_.push_back(std::move(runtime));
   }

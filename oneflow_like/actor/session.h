@@ -34,6 +34,7 @@
 
 #include "oneflow_like/actor/clock.h"
 #include "oneflow_like/actor/runtime.h"
+#include "oneflow_like/comm/collective.h"
 #include "oneflow_like/comm/loopback_transport.h"
 
 namespace oneflow_like {
@@ -105,6 +106,10 @@ class Session {
   int64_t pieces_per_step_ = 1;
   int32_t world_size_ = 1;
   std::unique_ptr<comm::LoopbackHub> hub_;
+  // Plans with COLLECTIVE tasks: one gloo backend per rank, meeting in this store. Declared
+  // before the runtimes, so they are destroyed after them.
+  std::unique_ptr<comm::InMemoryStore> collective_store_;
+  std::vector<std::unique_ptr<comm::CollectiveBackend>> collective_backends_;
   std::vector<std::unique_ptr<CpuAllocator>> allocators_;
   std::vector<std::unique_ptr<Runtime>> runtimes_;  // one per entry of plan.ranks
   // Fetched shards of the last step: name -> (rank, pieces).

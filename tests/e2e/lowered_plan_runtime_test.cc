@@ -1,6 +1,6 @@
 // Lowered plans executed by the runtime (actor/session.h, all ranks in this process), checked
-// against hand computations: the point-to-point boxing transitions (the CPU runtime has no
-// COLLECTIVE tasks) and a
+// against hand computations: the boxing transitions, point-to-point and as COLLECTIVE tasks
+// (gloo), and a
 // data-parallel SGD step with micro-batches against the same job on one device.
 // Tagged manual in BUILD (the runtime package may be mid-edit); run it by name.
 #include <cmath>
@@ -44,6 +44,11 @@ TEST(LowerRuntimeTest, BoxedPartialSumsMatchTheReference) {
       {"cpu:[0,1,2]", "S(0)", "", BoxingStyle::kPointToPoint},
       {"cpu:[0,1,2]", "S(1)", "", BoxingStyle::kPointToPoint},
       {"cpu:[0,1]", "S(0)", "cpu:[2,3,4]", BoxingStyle::kPointToPoint},
+      // COLLECTIVE tasks through gloo: all_reduce, reduce_scatter along rows and along columns
+      {"cpu:[0,1]", "B", "", BoxingStyle::kCollective},
+      {"cpu:[0,1,2]", "S(0)", "", BoxingStyle::kCollective},
+      {"cpu:[0,1,2]", "S(1)", "", BoxingStyle::kCollective},
+      {"cpu:[0,1,2,3]", "B", "", BoxingStyle::kCollective},
   };
   std::unique_ptr<OpRegistry> registry = BuiltinRegistry();
   const Tensor a = Random(Shape{6, 4}, 1), b = Random(Shape{4, 5}, 2);
@@ -67,6 +72,11 @@ TEST(LowerRuntimeTest, BoxedPartialSumsMatchTheReference) {
                                                    "y = relu(p)" + dst + " in_sbp=[[" + c.in_sbp + "]]\noutput(y)\n",
                                                options);
     ASSERT_TRUE(plan.ok()) << plan.status();
+    int collectives = 0;
+    for (const RankPlanProto& rank : plan->rank_plans()) {
+      for (const TaskProto& task : rank.tasks()) collectives += task.type() == TaskProto::COLLECTIVE;
+    }
+    EXPECT_EQ(collectives > 0, c.boxing == BoxingStyle::kCollective);
     absl::StatusOr<std::unique_ptr<actor::Session>> session = Open(*plan, registry.get());
     ASSERT_TRUE(session.ok()) << session.status();
     ASSERT_TRUE((*session)->Feed("a", a).ok());

@@ -64,9 +64,11 @@ absl::StatusOr<float> FetchLoss(const actor::Session& session, int piece) {
 
 absl::StatusOr<Trace> Train(compiler::Graph graph, const OpRegistry* registry, const std::vector<std::string>& variables,
                             const FeedFunction& feed,
-                            bool reuse_memory = true) {
+                            bool reuse_memory = true,
+                            compiler::BoxingStyle boxing = compiler::BoxingStyle::kPointToPoint) {
   compiler::CompileOptions options;
   options.reuse_memory = reuse_memory;
+  options.boxing = boxing;
   ASSIGN_OR_RETURN(PlanProto plan, compiler::Compile(std::move(graph), options));
   actor::SessionOptions session_options;
   session_options.watchdog_timeout_ms = 20000;  // a loaded 2-core machine runs up to 8 ranks
@@ -210,10 +212,11 @@ absl::Status FeedMlp(actor::Session* session, int step, int piece) {
   return session->Feed("label", MlpLabel(step, piece));
 }
 
-absl::StatusOr<Trace> TrainMlp(const MlpLayout& layout, const std::string& optimizer, bool reuse_memory = true) {
+absl::StatusOr<Trace> TrainMlp(const MlpLayout& layout, const std::string& optimizer, bool reuse_memory = true,
+                               compiler::BoxingStyle boxing = compiler::BoxingStyle::kPointToPoint) {
   const std::unique_ptr<OpRegistry> registry = compiler::testing::BuiltinRegistry();  // outlives graph and session
   ASSIGN_OR_RETURN(compiler::Graph graph, compiler::ParseGraph(MlpText(layout, optimizer), *registry));
-  return Train(std::move(graph), registry.get(), {"w1", "b1", "w2"}, FeedMlp, reuse_memory);
+  return Train(std::move(graph), registry.get(), {"w1", "b1", "w2"}, FeedMlp, reuse_memory, boxing);
 }
 
 const char kSgd[] = "sgd(0.1, momentum=0.9)";
@@ -221,14 +224,15 @@ const char kAdamW[] = "adamw(0.01, weight_decay=0.1)";
 // Parameters under AdamW: atol + lr * 1e-3 (Adam normalizes a gradient element near zero).
 constexpr double kMlpAdamTolerance = kAbsoluteTolerance + 0.01 * 1e-3;
 
-void CheckMlpLayout(const MlpLayout& layout, const std::string& optimizer, double parameter_atol) {
-  SCOPED_TRACE(layout.name + " " + optimizer);
+void CheckMlpLayout(const MlpLayout& layout, const std::string& optimizer, double parameter_atol,
+                    compiler::BoxingStyle boxing = compiler::BoxingStyle::kPointToPoint) {
+  SCOPED_TRACE(layout.name + " " + optimizer + (boxing == compiler::BoxingStyle::kCollective ? " collectives" : ""));
   MlpLayout single;
   single.micro_batches = layout.micro_batches;
   single.accumulation_steps = layout.accumulation_steps;
   absl::StatusOr<Trace> want = TrainMlp(single, optimizer);
   ASSERT_TRUE(want.ok()) << want.status();
-  absl::StatusOr<Trace> got = TrainMlp(layout, optimizer);
+  absl::StatusOr<Trace> got = TrainMlp(layout, optimizer, /*reuse_memory=*/true, boxing);
   ASSERT_TRUE(got.ok()) << got.status();
   int64_t devices = 1;
   for (int64_t size : layout.mesh) devices *= size;
@@ -291,6 +295,17 @@ TEST(ParallelTrainingMlpTest, ZeroStage1MatchesOneDevice) {
   CheckMlpLayout(WithZero(kMlpDp2), kAdamW, kMlpAdamTolerance);
 }
 
+// Boxing as COLLECTIVE tasks (gloo all-reduce / all-gather / reduce-scatter / all-to-all)
+// instead of transfers and local adds: the same training as one device.
+TEST(ParallelTrainingMlpTest, CollectivesMatchOneDevice) {
+  const auto collective = compiler::BoxingStyle::kCollective;
+  CheckMlpLayout(kMlpDp2, kSgd, kAbsoluteTolerance, collective);
+  CheckMlpLayout(WithMicroBatches(kMlpDp2, 2), kAdamW, kMlpAdamTolerance, collective);
+  CheckMlpLayout(kMlpTp2, kSgd, kAbsoluteTolerance, collective);
+  CheckMlpLayout(WithZero(kMlpDp2), kAdamW, kMlpAdamTolerance, collective);
+  CheckMlpLayout(kMlpDp2Tp2, kSgd, kAbsoluteTolerance, collective);
+}
+
 TEST(ParallelTrainingMlpTest, TwoDimensionalMeshMatchesOneDevice) {
   CheckMlpLayout(kMlpDp2Tp2, kSgd, kAbsoluteTolerance);
   CheckMlpLayout(kMlpDp2Tp2, kAdamW, kMlpAdamTolerance);
@@ -339,7 +354,8 @@ models::TrainOptions GptTraining(int micro_batches = 0, int zero_stage = 0) {
 }
 
 absl::StatusOr<Trace> TrainGpt(const models::ParallelLayout& layout, const models::TrainOptions& train,
-                               bool reuse_memory = true) {
+                               bool reuse_memory = true,
+                               compiler::BoxingStyle boxing = compiler::BoxingStyle::kPointToPoint) {
   const models::GptConfig config = TinyGpt();
   const std::unique_ptr<OpRegistry> registry = compiler::testing::BuiltinRegistry();  // outlives graph and session
   ASSIGN_OR_RETURN(compiler::Graph graph, models::BuildGptJob(*registry, config, layout, train));
@@ -351,7 +367,7 @@ absl::StatusOr<Trace> TrainGpt(const models::ParallelLayout& layout, const model
     RETURN_IF_ERROR(session->Feed("idx", batch.inputs));
     return session->Feed("targets", batch.targets);
   };
-  return Train(std::move(graph), registry.get(), variables, feed, reuse_memory);
+  return Train(std::move(graph), registry.get(), variables, feed, reuse_memory, boxing);
 }
 
 // The key bias (h*.qkv.bias[C, 2C)) has an exactly zero gradient (softmax is invariant to
@@ -361,12 +377,13 @@ absl::StatusOr<Trace> TrainGpt(const models::ParallelLayout& layout, const model
 // catches any wrong update.
 constexpr double kGptParameterTolerance = kAbsoluteTolerance + kGptLearningRate * 1e-2;
 
-void CheckGptLayout(const models::ParallelLayout& layout, int micro_batches = 0, int zero_stage = 0) {
+void CheckGptLayout(const models::ParallelLayout& layout, int micro_batches = 0, int zero_stage = 0,
+                    compiler::BoxingStyle boxing = compiler::BoxingStyle::kPointToPoint) {
   SCOPED_TRACE(absl::StrCat("dp=", layout.dp, " tp=", layout.tp, " pp=", layout.pp, " micro_batches=", micro_batches,
-                            " zero_stage=", zero_stage));
+                            " zero_stage=", zero_stage, boxing == compiler::BoxingStyle::kCollective ? " collectives" : ""));
   absl::StatusOr<Trace> want = TrainGpt(models::ParallelLayout{}, GptTraining(micro_batches));
   ASSERT_TRUE(want.ok()) << want.status();
-  absl::StatusOr<Trace> got = TrainGpt(layout, GptTraining(micro_batches, zero_stage));
+  absl::StatusOr<Trace> got = TrainGpt(layout, GptTraining(micro_batches, zero_stage), /*reuse_memory=*/true, boxing);
   ASSERT_TRUE(got.ok()) << got.status();
   EXPECT_EQ(got->ranks, layout.world());
   if (zero_stage == 1) {
@@ -404,6 +421,13 @@ TEST(ParallelTrainingGptTest, DataParallel2TensorParallel2MatchesOneDevice) { Ch
 TEST(ParallelTrainingGptTest, DataParallel2Pipeline2MatchesOneDevice) { CheckGptLayout({2, 1, 2}, 4); }
 TEST(ParallelTrainingGptTest, TensorParallel2Pipeline2MatchesOneDevice) { CheckGptLayout({1, 2, 2}, 2); }
 TEST(ParallelTrainingGptTest, ThreeDimensionalMatchesOneDevice) { CheckGptLayout({2, 2, 2}, 2); }
+TEST(ParallelTrainingGptTest, CollectivesMatchOneDevice) {
+  const auto collective = compiler::BoxingStyle::kCollective;
+  CheckGptLayout({2, 1, 1}, 0, 0, collective);
+  CheckGptLayout({1, 2, 1}, 0, 0, collective);
+  CheckGptLayout({2, 1, 1}, 0, 1, collective);
+  CheckGptLayout({2, 2, 1}, 0, 0, collective);
+}
 
 // Byte sharing under pipelining (several micro-batches in flight per stage) and tensor
 // parallelism: bit-identical to the run without reuse.

@@ -1,0 +1,206 @@
+#include "oneflow_like/actor/collective_body.h"
+
+#include <algorithm>
+#include <chrono>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "oneflow_like/core/shard_simulator.h"
+
+namespace oneflow_like {
+namespace actor {
+namespace {
+
+std::vector<int32_t> Ranks(const CollectiveParams& p) { return std::vector<int32_t>(p.ranks().begin(), p.ranks().end()); }
+
+Tensor Scratch(Tensor* cached, DataType dtype, int64_t elements) {
+  if (cached->dtype() != dtype || cached->elem_count() < elements) *cached = Tensor(dtype, Shape({std::max<int64_t>(1, elements)}));
+  return *cached;
+}
+
+// A view of `elements` elements of `buffer` at element `offset`, shaped `shape`.
+Tensor ViewAt(const Tensor& buffer, int64_t offset, const std::vector<int64_t>& shape) {
+  return Tensor::Borrow(TensorDesc{buffer.dtype(), Shape(shape)},
+                        static_cast<char*>(const_cast<void*>(buffer.raw_data())) + offset * SizeOf(buffer.dtype()));
+}
+
+}  // namespace
+
+CollectiveBody::CollectiveBody(comm::CollectiveBackend* backend, const CollectiveParams& params, int32_t member,
+                               std::string name)
+    : kind_(params.kind()), member_(member), name_(std::move(name)) {
+  const RegionProto& g = params.group_region();
+  for (int a = 0; a < g.begin_size(); ++a) group_shape_.push_back(g.end(a) - g.begin(a));
+  auto boxes = [&](const google::protobuf::RepeatedPtrField<RegionProto>& regions) {
+    std::vector<Box> out;
+    for (const RegionProto& r : regions) {
+      Box b;
+      for (int a = 0; a < r.begin_size(); ++a) {
+        b.begin.push_back(r.begin(a) - g.begin(a));
+        b.shape.push_back(r.end(a) - r.begin(a));
+        b.volume *= b.shape.back();
+      }
+      out.push_back(std::move(b));
+    }
+    return out;
+  };
+  in_boxes_ = boxes(params.input_regions());
+  out_boxes_ = boxes(params.output_regions());
+  const std::vector<int32_t> group = Ranks(params);
+  const std::string tag = absl::StrCat("collective/", params.global_order());
+  connected_ = std::async(std::launch::async, [backend, group, tag]() -> absl::StatusOr<std::shared_ptr<comm::Communicator>> {
+                 absl::StatusOr<std::unique_ptr<comm::Communicator>> comm = backend->Connect(group, tag);
+                 if (!comm.ok()) return comm.status();
+                 return std::shared_ptr<comm::Communicator>(std::move(*comm));
+               }).share();
+}
+
+CollectiveBody::~CollectiveBody() {
+  std::lock_guard<std::mutex> lock(waiters_mu_);
+  for (auto& w : waiters_) w.wait();
+  if (connected_.valid()) connected_.wait();
+}
+
+absl::Status CollectiveBody::Act(ActIo& io) {
+  std::promise<absl::Status> result;
+  Start(io, [&](const absl::Status& s) { result.set_value(s); });
+  return result.get_future().get();
+}
+
+void CollectiveBody::Start(ActIo io, std::function<void(const absl::Status&)> finished) {
+  auto run = [this, finished](ActIo io) {
+    const absl::StatusOr<std::shared_ptr<comm::Communicator>>& comm = connected_.get();
+    if (!comm.ok()) {
+      finished(absl::Status(comm.status().code(), absl::StrCat(name_, ": ", comm.status().message())));
+      return;
+    }
+    Issue(comm->get(), std::move(io), finished);
+  };
+  if (connected_.wait_for(std::chrono::seconds(0)) == std::future_status::ready) {
+    run(std::move(io));
+    return;
+  }
+  std::lock_guard<std::mutex> lock(waiters_mu_);  // the first firing: wait for the group off this thread
+  waiters_.push_back(std::async(std::launch::async, run, std::move(io)));
+}
+
+bool CollectiveBody::RowBlocks(const std::vector<Box>& boxes) const {
+  int64_t row = 0;
+  for (const Box& b : boxes) {
+    if (b.volume == 0) continue;
+    if (b.begin[0] != row) return false;
+    for (size_t a = 1; a < b.shape.size(); ++a) {
+      if (b.begin[a] != 0 || b.shape[a] != group_shape_[a]) return false;
+    }
+    row += b.shape[0];
+  }
+  return true;
+}
+
+CollectiveBody::Box CollectiveBody::Intersect(const Box& a, const Box& b) {
+  Box c;
+  for (size_t d = 0; d < a.begin.size(); ++d) {
+    const int64_t lo = std::max(a.begin[d], b.begin[d]);
+    const int64_t hi = std::min(a.begin[d] + a.shape[d], b.begin[d] + b.shape[d]);
+    c.begin.push_back(lo);
+    c.shape.push_back(std::max<int64_t>(0, hi - lo));
+    c.volume *= c.shape.back();
+  }
+  return c;
+}
+
+void CollectiveBody::Issue(comm::Communicator* comm, ActIo io, std::function<void(const absl::Status&)> finished) {
+  Tensor in = io.inputs[0], out = io.outputs[0];
+  const DataType dtype = in.dtype();
+  auto relative = [](const Box& inner, const Box& outer) {
+    std::vector<int64_t> offset;
+    for (size_t d = 0; d < inner.begin.size(); ++d) offset.push_back(inner.begin[d] - outer.begin[d]);
+    return offset;
+  };
+  auto named = [this, finished](const absl::Status& s) {
+    finished(s.ok() ? s : absl::Status(s.code(), absl::StrCat(name_, ": ", s.message())));
+  };
+  switch (kind_) {
+    case CollectiveParams::ALL_REDUCE:
+      comm->AllReduce(in.raw_data(), out.raw_data(), out.elem_count(), dtype, named);
+      return;
+    case CollectiveParams::ALL_GATHER: {
+      std::vector<int64_t> counts;
+      for (const Box& b : in_boxes_) counts.push_back(b.volume);
+      if (RowBlocks(in_boxes_)) {
+        comm->AllGather(in.raw_data(), out.raw_data(), counts, dtype, named);
+        return;
+      }
+      Tensor gathered = Scratch(&recv_scratch_, dtype, comm::SumCounts(counts));
+      comm->AllGather(in.raw_data(), gathered.raw_data(), counts, dtype, [this, gathered, out, named](const absl::Status& s) mutable {
+        if (s.ok()) {
+          int64_t offset = 0;
+          for (const Box& b : in_boxes_) {
+            if (b.volume > 0) CopyBlockIn(ViewAt(gathered, offset, b.shape), b.begin, &out);
+            offset += b.volume;
+          }
+        }
+        named(s);
+      });
+      return;
+    }
+    case CollectiveParams::REDUCE_SCATTER: {
+      std::vector<int64_t> counts;
+      for (const Box& b : out_boxes_) counts.push_back(b.volume);
+      if (RowBlocks(out_boxes_)) {
+        comm->ReduceScatter(in.raw_data(), out.raw_data(), counts, dtype, named);
+        return;
+      }
+      Tensor packed = Scratch(&send_scratch_, dtype, comm::SumCounts(counts));
+      int64_t offset = 0;
+      for (const Box& b : out_boxes_) {
+        if (b.volume > 0) {
+          Tensor block = ViewAt(packed, offset, b.shape);
+          CopyBlockOut(in, b.begin, &block);
+        }
+        offset += b.volume;
+      }
+      comm->ReduceScatter(packed.raw_data(), out.raw_data(), counts, dtype, named);
+      return;
+    }
+    case CollectiveParams::ALL_TO_ALL: {
+      const Box& mine_in = in_boxes_[member_];
+      const Box& mine_out = out_boxes_[member_];
+      std::vector<int64_t> send_counts, recv_counts;
+      std::vector<Box> sends, receives;
+      for (size_t j = 0; j < out_boxes_.size(); ++j) {
+        sends.push_back(Intersect(mine_in, out_boxes_[j]));
+        send_counts.push_back(sends.back().volume);
+        receives.push_back(Intersect(in_boxes_[j], mine_out));
+        recv_counts.push_back(receives.back().volume);
+      }
+      Tensor packed = Scratch(&send_scratch_, dtype, comm::SumCounts(send_counts));
+      Tensor gathered = Scratch(&recv_scratch_, dtype, comm::SumCounts(recv_counts));
+      int64_t offset = 0;
+      for (const Box& b : sends) {
+        if (b.volume > 0) {
+          Tensor block = ViewAt(packed, offset, b.shape);
+          CopyBlockOut(in, relative(b, mine_in), &block);
+        }
+        offset += b.volume;
+      }
+      comm->AllToAll(packed.raw_data(), send_counts, gathered.raw_data(), recv_counts, dtype,
+                     [this, gathered, out, receives, mine_out, relative, named](const absl::Status& s) mutable {
+                       if (s.ok()) {
+                         int64_t at = 0;
+                         for (const Box& b : receives) {
+                           if (b.volume > 0) CopyBlockIn(ViewAt(gathered, at, b.shape), relative(b, mine_out), &out);
+                           at += b.volume;
+                         }
+                       }
+                       named(s);
+                     });
+      return;
+    }
+    default:
+      finished(absl::InvalidArgumentError(absl::StrCat(name_, ": unknown collective kind ", kind_)));
+  }
+}
+
+}  // namespace actor
+}  // namespace oneflow_like
