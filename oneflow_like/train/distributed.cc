@@ -109,7 +109,13 @@ absl::StatusOr<std::unique_ptr<DistributedContext>> DistributedContext::Create(c
   ctx->client_->SetFailureHandler([raw](const absl::Status& status) { raw->OnFailure(status); });
   MaybeInjectFault("rendezvous", env.rank);
 
-  RETURN_IF_ERROR(env.transport == "ibverbs" ? ctx->ConnectIbverbs() : ctx->ConnectTcp());
+  const absl::Status linked = env.transport == "ibverbs" ? ctx->ConnectIbverbs() : ctx->ConnectTcp();
+  if (!linked.ok()) {
+    // Tell the others before leaving: destroying the client would deregister as if this rank
+    // had finished, and the peers would wait the whole connect timeout for its endpoint.
+    ctx->client_->Abort(std::string(linked.message()));
+    return linked;
+  }
   return ctx;
 }
 

@@ -60,6 +60,9 @@ absl::StatusOr<DistributedEnv> DistributedEnvFromEnviron();
 
 class DistributedContext {
  public:
+  // A rank whose data transport cannot be set up (e.g. OL_BIND_ADDR is not an address of this
+  // node) aborts the job through the control plane before returning the error, so its peers stop
+  // at once, naming it, instead of waiting OL_CONNECT_TIMEOUT_MS for its endpoint.
   static absl::StatusOr<std::unique_ptr<DistributedContext>> Create(const DistributedEnv& env);
   ~DistributedContext();
 
