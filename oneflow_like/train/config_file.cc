@@ -24,7 +24,7 @@ const std::map<std::string, std::map<std::string, std::string>>& Fields() {
       {"data", {{"source", ""}, {"path", "--data"}, {"batch", "--batch"}, {"data_batches", "--data_batches"}}},
       {"parallel",
        {{"dp", "--dp"}, {"tp", "--tp"}, {"pp", "--pp"}, {"micro_batches", "--micro_batches"},
-        {"grad_accum", "--grad_accum"}, {"zero_stage", "--zero_stage"}, {"recompute", "--recompute"},
+        {"grad_accum", "--grad_accum"}, {"zero_stage", "--zero_stage"}, {"boxing", "--boxing"}, {"recompute", "--recompute"},
         {"reuse_memory", "--reuse_memory"}, {"inplace_updates", "--inplace_updates"}}},
       {"optimizer", {{"kind", ""}, {"lr", "--lr"}}},
       {"train",

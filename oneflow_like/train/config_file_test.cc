@@ -47,6 +47,10 @@ TEST(ConfigFileTest, EveryShippedConfigParsesAndOverridesWin) {
   ASSERT_TRUE(three_d.ok());
   EXPECT_TRUE(three_d->options.recompute);
   EXPECT_EQ(three_d->options.zero_stage, 1);
+  EXPECT_EQ(three_d->options.boxing, compiler::BoxingStyle::kPointToPoint);
+  absl::StatusOr<TrainerFlags> collective = ParseTrainerConfig("configs/mlp.cfg", {"--boxing=collective"});
+  ASSERT_TRUE(collective.ok());
+  EXPECT_EQ(collective->options.boxing, compiler::BoxingStyle::kCollective);
   EXPECT_EQ(three_d->options.layout.pp, 2);
 }
 
@@ -65,6 +69,8 @@ TEST(ConfigFileTest, ErrorsNameFileLineSectionAndField) {
   EXPECT_NE(Error("[model]\nkind = gpt\n[optimizer]\nkind = sgd\n").find("x.cfg:4: [optimizer] kind"),
             std::string::npos);
   EXPECT_NE(Error("[parallel]\nzero_stage = 3\n").find("[parallel] zero_stage: expected an integer in [0, 1]"),
+            std::string::npos);
+  EXPECT_NE(Error("[parallel]\nboxing = nccl\n").find("[parallel] boxing: expected p2p, collective or auto"),
             std::string::npos);
   EXPECT_NE(Error("[model]\nkind = rnn\n").find("[model] kind: expected mlp or gpt, got 'rnn'"), std::string::npos);
 }

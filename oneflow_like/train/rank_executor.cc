@@ -11,6 +11,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
+#include "oneflow_like/comm/control_store.h"
+#include "oneflow_like/comm/gloo_collective.h"
 #include "oneflow_like/core/status.h"
 #include "oneflow_like/train/fault_injection.h"
 
@@ -48,6 +50,7 @@ class RankExecutor : public StepExecutor {
   }
   ~RankExecutor() override {
     if (runtime_ != nullptr) runtime_->Stop();
+    runtime_.reset();  // its collective bodies (communicators) before the backend and the store
   }
 
   absl::Status Init(const PlanProto& plan, const OpRegistry* registry) {
@@ -59,6 +62,19 @@ class RankExecutor : public StepExecutor {
     env.record_timeline = options_.record_timeline;
     env.inplace_variable_updates = options_.inplace_variable_updates;
     env.step_notifier = &notifier_;
+    bool collectives = false;
+    for (const RankPlanProto& rank : plan.rank_plans()) {
+      for (const TaskProto& task : rank.tasks()) collectives |= task.type() == TaskProto::COLLECTIVE;
+    }
+    if (collectives) {  // gloo on this rank's data address, meeting through the control plane
+      store_ = std::make_unique<comm::ControlStore>(context_->control(), "collectives/");
+      comm::GlooOptions gloo;
+      gloo.hostname = context_->env().bind_address;
+      // A call waits for the slowest member's arrival; dead peers are caught by the heartbeats.
+      gloo.timeout_ms = context_->env().connect_timeout_ms;
+      ASSIGN_OR_RETURN(collectives_, comm::CreateGlooBackend(store_.get(), context_->rank(), context_->world_size(), gloo));
+      env.collectives = collectives_.get();
+    }
     ASSIGN_OR_RETURN(runtime_, actor::Runtime::Create(plan, context_->rank(), std::move(env)));
     // No rank starts a step (and sends) before every rank's runtime receives.
     return Barrier("runtimes_created");
@@ -178,6 +194,8 @@ class RankExecutor : public StepExecutor {
   std::map<std::string, std::vector<int32_t>> holders_;  // output -> ranks holding a shard
   CpuAllocator allocator_;
   actor::StepNotifier notifier_;  // declared before runtime_: outlives it
+  std::unique_ptr<comm::ControlStore> store_;                  // plans with COLLECTIVE tasks
+  std::unique_ptr<comm::CollectiveBackend> collectives_;
   std::unique_ptr<actor::Runtime> runtime_;
 };
 

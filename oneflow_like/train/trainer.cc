@@ -107,6 +107,7 @@ absl::StatusOr<std::unique_ptr<Trainer>> Trainer::Create(const TrainerOptions& o
   absl::StatusOr<compiler::Graph> graph = std::move(*job.graph);
   compiler::CompileOptions compile;
   compile.reuse_memory = options.reuse_memory;
+  compile.boxing = options.boxing;
   const double start = Now();
   ASSIGN_OR_RETURN(t->plan_, compiler::Compile(*std::move(graph), compile, &t->report_));
   t->compile_seconds_ = Now() - start;

@@ -56,6 +56,9 @@ struct TrainerOptions {
   int32_t gradient_accumulation_steps = 0;  // 0 = 1
   int32_t zero_stage = 0;         // 1 = ZeRO-1 optimizer-state sharding over dp
   bool reuse_memory = true;       // lifetime-based register sharing (compile.h's default)
+  // Boxing as transfers + local adds (p2p), as collective calls (gloo), or per transition the
+  // cheaper by the cost model (auto; compiler/lower/lower.h).
+  compiler::BoxingStyle boxing = compiler::BoxingStyle::kPointToPoint;
   bool inplace_updates = true;    // optimizers write variables in place (actor/inplace_updates.h)
   bool recompute = false;         // gpt: recompute the blocks' activations in backward
   double learning_rate = 0;       // 0 = the workload's: SGD 0.01 (mlp), AdamW 3e-4 wd 0.01 (gpt)

@@ -55,6 +55,8 @@ Parallel layout (world = dp x tp x pp ranks):
   --grad_accum=N         gradient accumulation pieces per step
   --zero_stage=0|1       ZeRO-1: shard optimizer state over dp
   --reuse_memory[=bool]  share register bytes by lifetime (on; --reuse_memory=false: naive)
+  --boxing=p2p|collective|auto  boxing as transfers + local adds (p2p, default), as gloo
+                         collective calls, or per transition the cheaper by the cost model
   --inplace_updates[=bool]  optimizers write variables in place, no per-step copy (on)
   --recompute[=bool]     gpt: recompute each block's activations in backward (off)
 Data:
@@ -144,6 +146,14 @@ absl::StatusOr<TrainerFlags> ParseTrainerFlags(const std::vector<std::string>& a
       {"--micro_batches", integer32(&o.micro_batches, 0, 1 << 20)},
       {"--grad_accum", integer32(&o.gradient_accumulation_steps, 0, 1 << 20)},
       {"--zero_stage", integer32(&o.zero_stage, 0, 1)},
+      {"--boxing",
+       [&](const std::string& flag, const std::string& v) -> absl::Status {
+         if (v == "p2p") o.boxing = compiler::BoxingStyle::kPointToPoint;
+         else if (v == "collective") o.boxing = compiler::BoxingStyle::kCollective;
+         else if (v == "auto") o.boxing = compiler::BoxingStyle::kAuto;
+         else return Bad(flag, "p2p, collective or auto", v);
+         return absl::OkStatus();
+       }},
       {"--reuse_memory",
        [&](const std::string& flag, const std::string& v) -> absl::Status {
          ASSIGN_OR_RETURN(o.reuse_memory, Bool(flag, v));

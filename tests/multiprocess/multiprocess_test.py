@@ -104,6 +104,29 @@ def test_two_and_four_processes_equal_the_in_process_runs(tmp_path):
     assert sent and sent <= {i for ph, i in flows[1] if ph == "f"}
 
 
+def test_collective_boxing_under_olrun_equals_the_in_process_runs():
+    """--boxing=collective: gloo calls between the processes (rendezvous through the control
+    plane) give the same losses as the in-process run of the same plan and as the p2p plan."""
+    steps = ["--steps=3"]
+    local_p2p = run_local(steps + ["--dp=2", "--tp=2"])
+    local = run_local(steps + ["--dp=2", "--tp=2", "--boxing=collective"])
+    _, out, _ = olrun(4, steps + ["--dp=2", "--tp=2", "--boxing=collective"])
+    four = losses(out)
+    assert sorted(four) == [0, 1, 2], out
+    assert four == local, (four, local)
+    for s in range(3):
+        assert close(four[s], local_p2p[s]), (s, four, local_p2p)
+
+
+def test_rank_killed_during_collectives_ends_the_job_naming_it():
+    code, out, seconds = olrun(2, ["--steps=50", "--dp=2", "--boxing=collective"],
+                               {"OL_FAULT_INJECT": "rank=1,at=step,step=3"}, expect_ok=False)
+    assert code != 0, out
+    assert re.search(r"\[rank 0\].*rank 1", out), out
+    assert seconds < 60, seconds
+    assert not no_stray_trainers("gpt_tiny.cfg")
+
+
 def test_rank_killed_mid_step_ends_the_job_naming_it():
     code, out, seconds = olrun(2, ["--steps=50", "--dp=2"], {"OL_FAULT_INJECT": "rank=1,at=step,step=3"},
                                expect_ok=False)

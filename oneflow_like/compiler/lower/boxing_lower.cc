@@ -38,7 +38,30 @@ absl::StatusOr<Value> Lowerer::EmitBoxing(TensorId tensor, const Value& src, con
   auto cached = plan_cache_.find(key);
   if (cached == plan_cache_.end()) {
     ASSIGN_OR_RETURN(BoxingPlan built, expander_->Expand(request));
+    if (collective_expander_ != nullptr) {  // kAuto: the cheaper of point-to-point and collective
+      ASSIGN_OR_RETURN(BoxingPlan collective, collective_expander_->Expand(request));
+      bool has_collective = false;
+      for (const BoxingStep& step : collective.steps) has_collective |= step.kind == StepKind::kCollective;
+      const CostConfig& cost = options_.boxing_options.cost;
+      const double p2p_seconds = BoxingCost(built, cost).seconds;
+      const double collective_seconds = has_collective ? BoxingCost(collective, cost).seconds : 0.0;
+      BoxingRequest unnamed = request;
+      unnamed.name.clear();
+      BoxingChoiceProto& choice = choices_[unnamed.ToString()];
+      choice.set_transition(unnamed.ToString());
+      choice.set_point_to_point_seconds(p2p_seconds);
+      choice.set_collective_seconds(collective_seconds);
+      const bool use_collective = has_collective && collective_seconds < p2p_seconds;
+      choice.set_chosen(use_collective ? "collective" : "point_to_point");
+      if (use_collective) built = std::move(collective);
+    }
     cached = plan_cache_.emplace(key, std::move(built)).first;
+  }
+  if (collective_expander_ != nullptr) {
+    BoxingRequest unnamed = request;
+    unnamed.name.clear();
+    auto choice = choices_.find(unnamed.ToString());
+    if (choice != choices_.end()) choice->second.set_uses(choice->second.uses() + 1);
   }
   const BoxingPlan& plan = cached->second;
   const std::string base = absl::StrCat(t.name, ".", BoxingKindName(plan.kind));

@@ -67,9 +67,9 @@ std::vector<Call> Calls(const PlanProto& plan) {
 }
 
 PlanProto Lower(const std::string& placement, const std::string& shape, const std::string& src_sbp,
-                const std::string& dst_sbp) {
+                const std::string& dst_sbp, BoxingStyle boxing = BoxingStyle::kCollective) {
   LowerOptions options;
-  options.boxing = BoxingStyle::kCollective;
+  options.boxing = boxing;
   const PlanProto plan = LowerTextOrDie("x = input(shape=" + shape + ") placement=" + placement + " sbp=[" + src_sbp +
                                             "]\ny = relu(x) in_sbp=[[" + dst_sbp + "]]\noutput(y)\n",
                                         options);
@@ -160,6 +160,30 @@ TEST(CollectiveLowerTest, MeshTransitionsWorkOnTheBoxOfEachGroup) {
     ExpectCall(calls[1], CollectiveParams::REDUCE_SCATTER, {2, 3}, "[4:7,0:5]", {"[4:7,0:5]", "[4:7,0:5]"},
                {"[4:7,0:3]", "[4:7,3:5]"});
   }
+}
+
+// kAuto: per transition the cheaper of the two forms by the cost model, recorded with both
+// prices; a large all-reduce becomes one collective (its local adds and concats cost more than
+// the collective's ring), a transition with no collective form stays point-to-point.
+TEST(CollectiveLowerTest, AutoPicksTheCheaperFormAndRecordsWhy) {
+  for (const std::string& shape : {"[7,5]", "[1024,1024]"}) {
+    SCOPED_TRACE(shape);
+    const PlanProto plan = Lower(kThree, shape, "P", "B", BoxingStyle::kAuto);
+    ASSERT_EQ(plan.boxing_choices_size(), 1);
+    const BoxingChoiceProto& choice = plan.boxing_choices(0);
+    EXPECT_NE(choice.transition().find("(P) -> "), std::string::npos) << choice.transition();
+    EXPECT_GT(choice.point_to_point_seconds(), 0);
+    EXPECT_GT(choice.collective_seconds(), 0);
+    EXPECT_EQ(choice.uses(), 1);
+    const bool collective = choice.collective_seconds() < choice.point_to_point_seconds();
+    EXPECT_EQ(choice.chosen(), collective ? "collective" : "point_to_point");
+    EXPECT_EQ(TasksOfType(plan, TaskProto::COLLECTIVE).empty(), !collective);
+    EXPECT_EQ(TasksOfType(plan, TaskProto::BOXING_ADD).empty(), collective);
+  }
+  EXPECT_EQ(Lower(kThree, "[1024,1024]", "P", "B", BoxingStyle::kAuto).boxing_choices(0).chosen(), "collective");
+  // point-to-point and collective plans carry no choices
+  EXPECT_EQ(Lower(kThree, "[7,5]", "P", "B", BoxingStyle::kPointToPoint).boxing_choices_size(), 0);
+  EXPECT_EQ(Lower(kThree, "[7,5]", "P", "B").boxing_choices_size(), 0);
 }
 
 TEST(CollectiveLowerTest, TamperedRegionsAreRejectedByTheVerifier) {

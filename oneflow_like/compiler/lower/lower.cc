@@ -47,6 +47,9 @@ Lowerer::Lowerer(const Graph& graph, const LowerOptions& options)
   } else {
     expander_ = std::make_unique<PointToPointExpander>(options.boxing_options);
   }
+  if (options.boxing == BoxingStyle::kAuto) {
+    collective_expander_ = std::make_unique<CollectiveExpander>(options.boxing_options);
+  }
   multi_rate_ = pieces_per_step_ > 1;
   position_of_op_.assign(graph.num_ops(), -1);
   for (size_t p = 0; p < graph.op_order().size(); ++p) position_of_op_[graph.op_order()[p].value()] = p;
@@ -136,6 +139,7 @@ absl::StatusOr<PlanProto> Lowerer::Run() {
                                                    " (hint: raise world_size or leave it 0)"));
   }
   plan.set_world_size(world_size);
+  for (auto& [transition, choice] : choices_) *plan.add_boxing_choices() = choice;
   return plan;
 }
 

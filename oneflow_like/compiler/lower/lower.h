@@ -86,6 +86,9 @@ namespace compiler {
 enum class BoxingStyle : int32_t {
   kPointToPoint = 0,  // PointToPointExpander: transfers + local slice/add/concat (CPU, TCP)
   kCollective,        // CollectiveExpander: COLLECTIVE tasks where possible (GPU, NCCL-style)
+  // Per transition the cheaper of the two by the cost model (BoxingCost of each plan); each
+  // choice is recorded in PlanProto.boxing_choices with both prices.
+  kAuto,
 };
 
 struct LowerOptions {

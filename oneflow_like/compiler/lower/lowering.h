@@ -10,6 +10,7 @@
 #define ONEFLOW_LIKE_COMPILER_LOWER_LOWERING_H_
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <tuple>
 #include <vector>
@@ -69,6 +70,8 @@ class Lowerer {
   const Graph& graph_;
   LowerOptions options_;
   std::unique_ptr<BoxingExpander> expander_;
+  std::unique_ptr<BoxingExpander> collective_expander_;  // kAuto: the alternative
+  std::map<std::string, BoxingChoiceProto> choices_;     // kAuto: by transition
   int64_t pieces_per_step_ = 1;
   bool multi_rate_ = false;  // pieces_per_step_ > 1
   std::vector<int64_t> position_of_op_;      // by OpId
