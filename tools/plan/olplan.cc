@@ -20,6 +20,7 @@
 #include "absl/strings/numbers.h"
 #include "google/protobuf/stubs/logging.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "oneflow_like/compiler/driver/compile.h"
 #include "oneflow_like/compiler/plan/plan_verifier.h"
@@ -192,8 +193,10 @@ absl::StatusOr<PlanProto> ReadPlanFile(const std::string& path) {
   return plan;
 }
 
-absl::StatusOr<PlanProto> CompileGraph(compiler::Graph graph, const Args& a) {
+absl::StatusOr<PlanProto> CompileGraph(compiler::Graph graph, const Args& a,
+                                       compiler::BoxingStyle boxing = compiler::BoxingStyle::kPointToPoint) {
   compiler::CompileOptions options;
+  options.boxing = boxing;
   options.world_size = a.world;
   options.cost = a.sbp_cost;
   options.on_phase = [](const std::string& phase, double seconds) {
@@ -231,7 +234,7 @@ absl::StatusOr<PlanProto> LoadAny(const std::string& path, const Args& a, const 
     one.job_path = ends(".cfg") ? "" : path;
     one.config_path = ends(".cfg") ? path : "";
     ASSIGN_OR_RETURN(Job job, LoadJob(one, registry));
-    return CompileGraph(std::move(*job.graph), a);
+    return CompileGraph(std::move(*job.graph), a, job.trainer.boxing);
   }
   return ReadPlanFile(path);
 }
@@ -287,7 +290,7 @@ std::string Levers(const Job& job, const OpRegistry& registry, const Args& a, in
     std::string result;
     bool fits = false;
     int64_t peak = -1;
-    absl::StatusOr<PlanProto> plan = l.graph.ok() ? CompileGraph(std::move(**l.graph), a)
+    absl::StatusOr<PlanProto> plan = l.graph.ok() ? CompileGraph(std::move(**l.graph), a, job.trainer.boxing)
                                                   : absl::StatusOr<PlanProto>(l.graph.status());
     if (plan.ok()) {
       absl::StatusOr<plan_tool::PlanSummary> s = plan_tool::Summarize(*plan);
@@ -388,7 +391,7 @@ int Main(int argc, char** argv) {
     absl::StatusOr<Job> loaded = LoadJob(a, registry);
     if (!loaded.ok()) return Fail(loaded.status());
     job = *std::move(loaded);
-    absl::StatusOr<PlanProto> compiled = CompileGraph(compiler::Graph(*job.graph), a);
+    absl::StatusOr<PlanProto> compiled = CompileGraph(compiler::Graph(*job.graph), a, job.trainer.boxing);
     if (!compiled.ok()) return Fail(compiled.status());
     plan = *std::move(compiled);
   }
@@ -447,6 +450,7 @@ int Main(int argc, char** argv) {
       compiler::CompileOptions priced;
       priced.world_size = a.world;
       priced.cost = a.sim_cost;
+      priced.boxing = job.trainer.boxing;
       priced.verify_plan = false;
       absl::StatusOr<PlanProto> calibrated = compiler::Compile(compiler::Graph(*job.graph), priced);
       if (calibrated.ok()) sim_options.op_compute_seconds = plan_tool::OpSecondsFor(plan, *calibrated);
@@ -483,6 +487,15 @@ int Main(int argc, char** argv) {
   if (a.command == "boxing") {
     std::vector<plan_tool::BoxingEntry> entries = plan_tool::BoxingEntries(plan);
     std::fputs((a.json ? plan_tool::BoxingJson(entries) : plan_tool::BoxingText(entries)).c_str(), stdout);
+    if (!a.json && plan.boxing_choices_size() > 0) {  // --boxing=auto: how each transition was lowered
+      std::printf("lowering (--boxing=auto), point-to-point vs one collective per group:\n");
+      for (const BoxingChoiceProto& c : plan.boxing_choices()) {
+        std::printf("  %s x%d: %s (point-to-point %.1f us, collective %s)\n", c.transition().c_str(),
+                    static_cast<int>(c.uses()), c.chosen().c_str(), c.point_to_point_seconds() * 1e6,
+                    c.collective_seconds() > 0 ? absl::StrFormat("%.1f us", c.collective_seconds() * 1e6).c_str()
+                                               : "none");
+      }
+    }
     return 0;
   }
   absl::StatusOr<plan_tool::PlanSummary> summary = plan_tool::Summarize(plan, options);

@@ -2,6 +2,7 @@
 make a job fit, and bad input (missing / truncated / bit-flipped plan files, unknown op, nonsense
 memory size): clear errors, non-zero exit, never a crash."""
 import json
+import re
 import os
 import random
 import subprocess
@@ -74,6 +75,16 @@ class GoldenMlp(unittest.TestCase):
         for c in ops[0]["candidates"]:
             self.assertGreaterEqual(c["total_seconds"], chosen[0]["total_seconds"])
         self.assertIn("all_gather", run("sbp", "--job", MLP, "--op", "h").stdout)
+
+    def test_boxing_auto_shows_each_lowering_choice(self):
+        out = run("boxing", "--model=mlp", "--width=64", "--depth=2", "--dp=2", "--boxing=auto").stdout
+        self.assertIn("lowering (--boxing=auto)", out)
+        choices = re.findall(r"\(P\) -> cpu:\[0,1\] \(B\) x(\d+): (collective|point_to_point) "
+                             r"\(point-to-point ([0-9.]+) us, collective ([0-9.]+) us\)", out)
+        self.assertTrue(choices, out)
+        for uses, chosen, p2p, coll in choices:  # the cheaper one is chosen
+            self.assertEqual(chosen, "collective" if float(coll) < float(p2p) else "point_to_point")
+        self.assertNotIn("lowering", run("boxing", "--model=mlp", "--width=64", "--depth=2", "--dp=2").stdout)
 
 
 class Diff(unittest.TestCase):
