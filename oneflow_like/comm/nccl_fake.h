@@ -1,0 +1,24 @@
+// Test hooks of nccl_fake.cc, the in-process fake of the CUDA runtime and NCCL calls that
+// nccl_collective.cc and its test use (see there). Only nccl_collective_fake_test links it.
+#ifndef ONEFLOW_LIKE_COMM_NCCL_FAKE_H_
+#define ONEFLOW_LIKE_COMM_NCCL_FAKE_H_
+
+#include <nccl.h>
+
+namespace oneflow_like {
+namespace comm {
+namespace nccl_fake {
+
+// From now on ncclCommGetAsyncError reports `error` on every communicator alive (what NCCL does
+// when a peer's connection breaks); ncclSuccess clears it.
+void InjectAsyncError(ncclResult_t error);
+
+// Collective steps that found the members disagreeing (kind, count, dtype or root): a mapping
+// bug in the backend. Each also fails the communicators with ncclInvalidUsage.
+int MismatchCount();
+
+}  // namespace nccl_fake
+}  // namespace comm
+}  // namespace oneflow_like
+
+#endif  // ONEFLOW_LIKE_COMM_NCCL_FAKE_H_
