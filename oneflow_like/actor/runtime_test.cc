@@ -277,12 +277,12 @@ TEST(RuntimeTest, OtherBadPlansAreRejectedWithNames) {
             Runtime::Create(ReluPlan(1), 3, RuntimeEnv{nullptr, &allocator, &Registry(), nullptr}).status().message()),
         HasSubstr("no rank plan for rank 3"));
   }
-  {  // collectives are not available on CPU
+  {  // a COLLECTIVE task needs a collective backend in the environment
     PlanProto plan = ReluPlan(1);
     plan.mutable_rank_plans(0)->mutable_tasks(1)->set_type(TaskProto::COLLECTIVE);
     absl::Status status = CreateError(plan);
-    EXPECT_EQ(status.code(), absl::StatusCode::kUnimplemented);
-    EXPECT_THAT(std::string(status.message()), HasSubstr("COLLECTIVE"));
+    EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_THAT(std::string(status.message()), HasSubstr("needs a collective backend"));
   }
 }
 
