@@ -143,7 +143,7 @@ void Actor::WakeConflicts(const OutputPort& out) {
   }
 }
 
-absl::Status Actor::RunBody(ActBody* body) {
+ActIo Actor::FrontIo() const {
   ActIo io;
   for (const PayloadRef& ref : spec_.payload_inputs) {
     const InputPort& in = spec_.inputs[ref.port];
@@ -153,6 +153,11 @@ absl::Status Actor::RunBody(ActBody* body) {
     const OutputPort& out = spec_.outputs[ref.port];
     io.outputs.push_back(out.layout->View(out.free.front(), ref.slot));
   }
+  return io;
+}
+
+absl::Status Actor::RunBody(ActBody* body) {
+  ActIo io = FrontIo();
   absl::Status status = body->Act(io);
   if (!status.ok()) {
     return absl::Status(status.code(), absl::StrCat("actor '", spec_.name, "' (task ", spec_.task.value(), ", ",
@@ -307,16 +312,7 @@ bool Actor::TryFireOnce() {
 
 void Actor::StartAsync() {
   in_flight_ = true;
-  ActIo io;
-  for (const PayloadRef& ref : spec_.payload_inputs) {
-    const InputPort& in = spec_.inputs[ref.port];
-    io.inputs.push_back(in.layout->View(in.ready.front(), ref.slot));
-  }
-  for (const PayloadRef& ref : spec_.payload_outputs) {
-    const OutputPort& out = spec_.outputs[ref.port];
-    io.outputs.push_back(out.layout->View(out.free.front(), ref.slot));
-  }
-  body_->Start(std::move(io), [this](const absl::Status& status) {
+  body_->Start(FrontIo(), [this](const absl::Status& status) {
     {
       std::lock_guard<std::mutex> lock(finished_mu_);
       finished_status_ = status;

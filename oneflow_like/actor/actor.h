@@ -194,6 +194,8 @@ class Actor {
   bool AllOutputsFree() const;
   bool BytesAvailable(const OutputPort& out) const;
   void WakeConflicts(const OutputPort& out);
+  // Views of the front ready input and free output buffers, in the body's payload order.
+  ActIo FrontIo() const;
   absl::Status RunBody(ActBody* body);
   void SendOutputs();
   void ReturnInputs();
