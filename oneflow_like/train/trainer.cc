@@ -108,6 +108,7 @@ absl::StatusOr<std::unique_ptr<Trainer>> Trainer::Create(const TrainerOptions& o
   compiler::CompileOptions compile;
   compile.reuse_memory = options.reuse_memory;
   compile.boxing = options.boxing;
+  compile.bucket_bytes = static_cast<int64_t>(options.bucket_mb * (1 << 20));
   const double start = Now();
   ASSIGN_OR_RETURN(t->plan_, compiler::Compile(*std::move(graph), compile, &t->report_));
   t->compile_seconds_ = Now() - start;

@@ -59,6 +59,8 @@ struct TrainerOptions {
   // Boxing as transfers + local adds (p2p), as collective calls (gloo), or per transition the
   // cheaper by the cost model (auto; compiler/lower/lower.h).
   compiler::BoxingStyle boxing = compiler::BoxingStyle::kPointToPoint;
+  // Gradient buckets of collective boxing, MiB (compiler/lower/lower.h; 0 = one call per gradient).
+  double bucket_mb = 4;
   bool inplace_updates = true;    // optimizers write variables in place (actor/inplace_updates.h)
   bool recompute = false;         // gpt: recompute the blocks' activations in backward
   double learning_rate = 0;       // 0 = the workload's: SGD 0.01 (mlp), AdamW 3e-4 wd 0.01 (gpt)

@@ -57,6 +57,8 @@ Parallel layout (world = dp x tp x pp ranks):
   --reuse_memory[=bool]  share register bytes by lifetime (on; --reuse_memory=false: naive)
   --boxing=p2p|collective|auto  boxing as transfers + local adds (p2p, default), as gloo
                          collective calls, or per transition the cheaper by the cost model
+  --bucket_mb=X          collective boxing: data-parallel gradients synchronized in buckets of
+                         >= X MiB, in the order backward produces them (4; 0 = one call each)
   --inplace_updates[=bool]  optimizers write variables in place, no per-step copy (on)
   --recompute[=bool]     gpt: recompute each block's activations in backward (off)
 Data:
@@ -152,6 +154,13 @@ absl::StatusOr<TrainerFlags> ParseTrainerFlags(const std::vector<std::string>& a
          else if (v == "collective") o.boxing = compiler::BoxingStyle::kCollective;
          else if (v == "auto") o.boxing = compiler::BoxingStyle::kAuto;
          else return Bad(flag, "p2p, collective or auto", v);
+         return absl::OkStatus();
+       }},
+      {"--bucket_mb",
+       [&](const std::string& flag, const std::string& v) -> absl::Status {
+         if (!absl::SimpleAtod(v, &o.bucket_mb) || !(o.bucket_mb >= 0) || o.bucket_mb > 1 << 20) {
+           return Bad(flag, "a number of MiB >= 0 (0 = no buckets)", v);
+         }
          return absl::OkStatus();
        }},
       {"--reuse_memory",

@@ -80,6 +80,7 @@ absl::StatusOr<PlanProto> Compile(Graph graph, const CompileOptions& options, Co
 
   LowerOptions lower_options;
   lower_options.boxing = options.boxing;
+  lower_options.bucket_bytes = options.bucket_bytes;
   lower_options.boxing_options.cost = options.cost;
   lower_options.world_size = options.world_size;
   lower_options.reuse_memory = options.reuse_memory;

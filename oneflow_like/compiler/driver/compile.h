@@ -44,6 +44,8 @@ struct CompileOptions {
   CostConfig cost;
   // Point-to-point (CPU/TCP) or collective (GPU/NCCL-style) boxing tasks.
   BoxingStyle boxing = BoxingStyle::kPointToPoint;
+  // Data-parallel gradient buckets of collective boxing (LowerOptions::bucket_bytes; 0 = off).
+  int64_t bucket_bytes = LowerOptions().bucket_bytes;
   // Share bytes between registers with disjoint lifetimes (lower.h, plan/memory_planner.h).
   // The runtime makes actors whose registers share bytes take turns in task order, so results
   // are identical with and without (tests/e2e/parallel_training_test.cc checks bit equality).

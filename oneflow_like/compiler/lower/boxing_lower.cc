@@ -29,8 +29,27 @@ Region BoundingBox(const std::vector<Region>& regions) {
 
 }  // namespace
 
-absl::StatusOr<Value> Lowerer::EmitBoxing(TensorId tensor, const Value& src, const Placement& placement,
-                                          const NdSbp& nd_sbp) {
+CollectiveParams CollectiveGeometry(const BoxingPlan& plan, const BoxingStep& step) {
+  CollectiveParams params;
+  // The geometry a backend needs (docs/plan_format.md): logical boxes of every member's input
+  // and output, and the group's box (their bounding box: for a 1-D placement the whole tensor,
+  // on a mesh the box shared by the devices along the collective's axis).
+  for (int64_t d : plan.desc.shape.dims()) params.add_logical_dims(d);
+  std::vector<Region> all_regions;
+  for (size_t m = 0; m < step.group.size(); ++m) {
+    const Region& in = plan.values[step.inputs[m]].region;
+    const Region& out = plan.values[step.output + static_cast<int32_t>(m)].region;
+    *params.add_input_regions() = ToProto(in);
+    *params.add_output_regions() = ToProto(out);
+    all_regions.push_back(in);
+    all_regions.push_back(out);
+  }
+  if (!all_regions.empty()) *params.mutable_group_region() = ToProto(BoundingBox(all_regions));
+  return params;
+}
+
+absl::StatusOr<const BoxingPlan*> Lowerer::PlanFor(TensorId tensor, const Value& src, const Placement& placement,
+                                                   const NdSbp& nd_sbp, bool use) {
   const TensorNode& t = graph_.tensor(tensor);
   BoxingRequest request{*t.desc, src.placement, src.nd_sbp, placement, nd_sbp, absl::StrCat("tensor '", t.name, "'")};
   const std::string key = absl::StrCat(t.desc->ToString(), " ", src.placement.ToString(), " ", NdSbpText(src.nd_sbp),
@@ -57,13 +76,24 @@ absl::StatusOr<Value> Lowerer::EmitBoxing(TensorId tensor, const Value& src, con
     }
     cached = plan_cache_.emplace(key, std::move(built)).first;
   }
-  if (collective_expander_ != nullptr) {
+  if (use && collective_expander_ != nullptr) {
     BoxingRequest unnamed = request;
     unnamed.name.clear();
     auto choice = choices_.find(unnamed.ToString());
     if (choice != choices_.end()) choice->second.set_uses(choice->second.uses() + 1);
   }
-  const BoxingPlan& plan = cached->second;
+  return &cached->second;
+}
+
+absl::StatusOr<Value> Lowerer::EmitBoxing(TensorId tensor, const Value& src, const Placement& placement,
+                                          const NdSbp& nd_sbp) {
+  const TensorNode& t = graph_.tensor(tensor);
+  BoxingRequest request{*t.desc, src.placement, src.nd_sbp, placement, nd_sbp, absl::StrCat("tensor '", t.name, "'")};
+  if (!src.slots.empty()) {
+    return absl::InternalError(absl::StrCat("lowering ", request.ToString(), ": boxes a bucket slot"));
+  }
+  ASSIGN_OR_RETURN(const BoxingPlan* planned, PlanFor(tensor, src, placement, nd_sbp, /*use=*/true));
+  const BoxingPlan& plan = *planned;
   const std::string base = absl::StrCat(t.name, ".", BoxingKindName(plan.kind));
   std::vector<int64_t> register_of(plan.values.size(), -1);
   for (int32_t v = 0; v < plan.num_source_values(); ++v) register_of[v] = src.registers[v];
@@ -98,25 +128,11 @@ absl::StatusOr<Value> Lowerer::EmitBoxing(TensorId tensor, const Value& src, con
       if (step.output < 0 || step.output + step.group.size() > plan.values.size()) {
         return bug(k, "defines outputs past the plan's values");
       }
-      CollectiveParams params;
+      if (step.group.empty()) return bug(k, "has an empty group");
+      CollectiveParams params = CollectiveGeometry(plan, step);
       params.set_kind(static_cast<CollectiveParams::Kind>(step.collective));
       for (Rank r : step.group) params.add_ranks(r.value());
       params.set_global_order(next_collective_order_++);
-      // The geometry a backend needs (docs/plan_format.md): logical boxes of every member's
-      // input and output, and the group's box (their bounding box: for a 1-D placement the whole
-      // tensor, on a mesh the box shared by the devices along the collective's axis).
-      for (int64_t d : t.desc->shape.dims()) params.add_logical_dims(d);
-      std::vector<Region> all_regions;
-      for (size_t m = 0; m < step.group.size(); ++m) {
-        const Region& in = plan.values[step.inputs[m]].region;
-        const Region& out = plan.values[step.output + static_cast<int32_t>(m)].region;
-        *params.add_input_regions() = ToProto(in);
-        *params.add_output_regions() = ToProto(out);
-        all_regions.push_back(in);
-        all_regions.push_back(out);
-      }
-      if (all_regions.empty()) return bug(k, "has an empty group");
-      *params.mutable_group_region() = ToProto(BoundingBox(all_regions));
       for (size_t m = 0; m < step.group.size(); ++m) {
         const int32_t output = step.output + static_cast<int32_t>(m);
         const BoxingValue& out = plan.values[output];

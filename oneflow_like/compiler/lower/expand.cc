@@ -148,7 +148,7 @@ absl::Status Lowerer::EmitOp(OpId op_id) {
           MakeShardInfo(graph_.tensor(op.outputs[j]).desc->shape, signature.outputs[j], placement, d);
     }
     const int64_t task = builder_.AddTask(std::move(info));
-    for (const Value* v : inputs) builder_.AddInput(task, v->registers[d]);
+    for (const Value* v : inputs) builder_.AddInput(task, v->registers[d], v->SlotOf(d));
     if (pacing[d] >= 0) builder_.AddControlInput(task, pacing[d]);
     for (size_t j = 0; j < op.outputs.size(); ++j) {
       const TensorNode& out = graph_.tensor(op.outputs[j]);
@@ -171,11 +171,12 @@ absl::Status Lowerer::EmitSinks() {
                               v->position);
       info.proto.mutable_io()->set_tensor_name(t.name);
       const int64_t task = builder_.AddTask(std::move(info));
-      builder_.AddInput(task, v->registers[d]);
+      builder_.AddInput(task, v->registers[d], v->SlotOf(d));
       TensorBindingProto binding;
       binding.set_tensor_name(t.name);
       binding.set_kind(TensorBindingProto::OUTPUT);
       binding.mutable_slot()->set_register_id(v->registers[d]);
+      binding.mutable_slot()->set_slot(v->SlotOf(d));
       *binding.mutable_shard() = MakeShardInfo(t.desc->shape, v->nd_sbp, placement, d);
       bindings_.push_back(std::move(binding));
       binding_rank_.push_back(rank.value());
@@ -191,7 +192,7 @@ absl::Status Lowerer::EmitUpdates() {
                      GetValue(update.new_value, *variable.placement, *variable.nd_sbp, multi_rate_));
     const std::vector<int64_t>& holders = holder_tasks_[update.variable.value()];
     for (size_t d = 0; d < holders.size(); ++d) {
-      builder_.AddInput(holders[d], v->registers[d]);
+      builder_.AddInput(holders[d], v->registers[d], v->SlotOf(d));
       builder_.reg(v->registers[d]).held_across_steps = true;
     }
   }
@@ -231,7 +232,7 @@ Value Lowerer::EmitRateChange(TensorId tensor, const Value& in, TaskProto::Type 
                             absl::StrCat(t.name, repeat ? ".repeat" : ".accumulate"), "", in.stage, in.position);
     info.proto.mutable_count()->set_count(pieces_per_step_);
     const int64_t task = builder_.AddTask(std::move(info));
-    builder_.AddInput(task, in.registers[d]);
+    builder_.AddInput(task, in.registers[d], in.SlotOf(d));
     const TensorDesc desc = ShardDesc(*t.desc, in.nd_sbp, in.placement, d);
     out.registers.push_back(builder_.AddRegister(
         task, desc, At(absl::StrCat(t.name, repeat ? ".repeated" : ".accumulated"), rank), out.step_rate));

@@ -114,7 +114,13 @@ absl::StatusOr<PlanProto> Lowerer::Run() {
   }
   RETURN_IF_ERROR(CheckPreconditions());
   EmitSources();
-  for (OpId id : graph_.op_order()) RETURN_IF_ERROR(EmitOp(id));
+  for (OpId id : graph_.op_order()) {
+    if (graph_.op(id).def->is_optimizer && !buckets_emitted_) {
+      buckets_emitted_ = true;
+      RETURN_IF_ERROR(EmitGradientBuckets(position_of_op_[id.value()]));
+    }
+    RETURN_IF_ERROR(EmitOp(id));
+  }
   RETURN_IF_ERROR(EmitSinks());
   RETURN_IF_ERROR(EmitUpdates());
 

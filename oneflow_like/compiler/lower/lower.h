@@ -22,6 +22,16 @@
 //   - variable updates: the new value, boxed to the variable's layout at step rate, is a
 //     register consumed by the variable's holder SOURCE on each device (the back edge).
 //
+// Gradient buckets (bucket.cc): just before the first optimizer op, every optimizer input that
+// is an op output produced earlier and whose boxing plan is collectives only (ALL_REDUCE or
+// REDUCE_SCATTER, one per group) becomes a part of a bucket: per (group, kind, dtype), in
+// ascending position of the gradient's producer (= the order backward produces them), parts
+// are appended until the bucket holds >= bucket_bytes, then it is closed. Each bucket is one
+// COLLECTIVE task per member with CollectiveParams.parts (docs/plan_format.md, "Buckets"), its
+// inputs the parts' sources and its outputs the slots of one register (plus the staging slot
+// for REDUCE_SCATTER); global_order follows the order buckets close. The optimizer's Value of
+// each gradient is then that register at the part's slot.
+//
 // Boxing (boxing_lower.cc): for each (tensor, placement, NdSbp, rate) a consumer needs that
 // differs from what the producer delivers, the expander's BoxingPlan is expanded once and
 // reused by every consumer needing that layout:
@@ -100,6 +110,13 @@ struct LowerOptions {
   int32_t max_register_count = 0;
   // Memory alignment of every buffer and slot, bytes (power of two).
   int64_t alignment = 64;
+  // Gradient buckets (bucket.cc): the data-parallel gradients an optimizer reads through a
+  // collective (P -> B: ALL_REDUCE, P -> S for ZeRO: REDUCE_SCATTER) are grouped, per
+  // communicator group, kind and dtype, in the order backward produces them, into calls of at
+  // least this many bytes (the last bucket of a group may be smaller); 0 = one call per
+  // gradient. Only where the boxing of a gradient is collectives alone (BoxingStyle kCollective,
+  // or kAuto where it chose them).
+  int64_t bucket_bytes = int64_t{4} << 20;
   // Lifetime-based byte sharing in the reusable block. It assumes each stream runs its tasks
   // strictly in order_in_stream, piece after piece (docs/plan_format.md); false = every
   // register gets its own bytes (for a runtime that fires ready actors in any order).

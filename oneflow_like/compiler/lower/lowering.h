@@ -1,6 +1,7 @@
 // Internal to //oneflow_like/compiler/lower: the Lowerer that LowerToPlan runs (lower.h has
 // the rules). Split by feature: expand.cc (sources, compute, sinks, rates, updates),
-// boxing_lower.cc (BoxingPlan -> tasks), registers.cc (streams, counts, memory).
+// boxing_lower.cc (BoxingPlan -> tasks), bucket.cc (gradient buckets), registers.cc (streams,
+// counts, memory).
 //
 // The lowering tracks *values*: one logical tensor in one layout (placement, NdSbp) at one
 // rate, held as one register per device of the placement. GetValue returns the value a
@@ -32,7 +33,13 @@ struct Value {
   int stage = 0;           // stage its tasks work for (the producer's, or a source's first reader's)
   int64_t position = -1;   // program-order index of its producer op (-1: a source)
   std::vector<int64_t> registers;  // per device, parallel-id order; slot 0 holds the shard
+  std::vector<int32_t> slots;      // per device where the shard is not slot 0 (a bucket), else empty
+  int32_t SlotOf(size_t device) const { return slots.empty() ? 0 : slots[device]; }
 };
+
+// A collective step's geometry (logical_dims, group_region, input / output regions; no kind,
+// ranks or order). REQUIRES: step is a kCollective step of plan with a non-empty group.
+CollectiveParams CollectiveGeometry(const BoxingPlan& plan, const BoxingStep& step);
 
 // Program-order facts the register-count rule needs.
 struct StageInfo {
@@ -64,8 +71,14 @@ class Lowerer {
   TaskInfo NewTask(TaskProto::Type type, Rank rank, DeviceType device, const std::string& name,
                    const std::string& op_name, int stage, int64_t position) const;
   // boxing_lower.cc
+  // The boxing plan of `tensor` from `src`'s layout to (placement, nd_sbp), memoized; under
+  // kAuto the cheaper expansion, the choice recorded in choices_ (counted when `use`).
+  absl::StatusOr<const BoxingPlan*> PlanFor(TensorId tensor, const Value& src, const Placement& placement,
+                                            const NdSbp& nd_sbp, bool use);
   absl::StatusOr<Value> EmitBoxing(TensorId tensor, const Value& src, const Placement& placement,
                                    const NdSbp& nd_sbp);
+  // bucket.cc
+  absl::Status EmitGradientBuckets(int64_t first_optimizer_position);
 
   const Graph& graph_;
   LowerOptions options_;
@@ -82,9 +95,10 @@ class Lowerer {
   using ValueKey = std::tuple<int64_t, Placement, NdSbp, bool>;
   absl::node_hash_map<ValueKey, Value> values_;
   int64_t next_collective_order_ = 0;
+  bool buckets_emitted_ = false;
   // Boxing plans by request (name excluded): the layers of a deep model repeat the same
   // transitions, and the planner's cost grows with the placement size.
-  absl::flat_hash_map<std::string, BoxingPlan> plan_cache_;
+  absl::node_hash_map<std::string, BoxingPlan> plan_cache_;  // node: PlanFor hands out pointers
   std::vector<TensorBindingProto> bindings_;  // in creation order
   std::vector<int32_t> binding_rank_;         // the rank of each entry of bindings_
 };

@@ -27,7 +27,7 @@ int64_t PlanBuilder::AddRegister(int64_t task, const TensorDesc& desc, const std
   info.proto.set_count(1);
   *info.proto.add_slots() = TensorDescToProto(desc);
   info.proto.set_name(name);
-  info.slot_bytes = desc.byte_size();
+  info.slot_bytes.push_back(desc.byte_size());
   info.step_rate = step_rate;
   registers_.push_back(std::move(info));
   TaskProto& producer = tasks_[task].proto;
@@ -38,11 +38,22 @@ int64_t PlanBuilder::AddRegister(int64_t task, const TensorDesc& desc, const std
   return id;
 }
 
-void PlanBuilder::AddInput(int64_t task, int64_t register_id) {
+int32_t PlanBuilder::AddSlot(int64_t register_id, const TensorDesc& desc) {
+  RegisterInfo& reg = registers_[register_id];
+  const int32_t slot = reg.proto.slots_size();
+  *reg.proto.add_slots() = TensorDescToProto(desc);
+  reg.slot_bytes.push_back(desc.byte_size());
+  SlotRefProto* out = tasks_[reg.proto.producer().task_id()].proto.add_outputs();
+  out->set_register_id(register_id);
+  out->set_slot(slot);
+  return slot;
+}
+
+void PlanBuilder::AddInput(int64_t task, int64_t register_id, int32_t slot) {
   AddControlInput(task, register_id);
   SlotRefProto* in = tasks_[task].proto.add_inputs();
   in->set_register_id(register_id);
-  in->set_slot(0);
+  in->set_slot(slot);
 }
 
 void PlanBuilder::AddControlInput(int64_t task, int64_t register_id) {

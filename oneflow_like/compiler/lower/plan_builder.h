@@ -40,7 +40,7 @@ struct TaskInfo {
 struct RegisterInfo {
   RegisterProto proto;       // id, producer, consumers, count, slots, name (no location yet)
   std::vector<int64_t> consumer_tasks;  // task ids, in the order added (deduplicated)
-  int64_t slot_bytes = 0;    // bytes of the (single) slot
+  std::vector<int64_t> slot_bytes;  // bytes of each slot (one, except a gradient bucket's)
   bool step_rate = false;    // produced once per step while pieces_per_step > 1
   bool persistent = false;   // a variable holder's register (persistent block)
   bool held_across_steps = false;  // an update consumed by a holder in the next step
@@ -53,8 +53,10 @@ class PlanBuilder {
   // A register produced by `task` with one slot `desc`; appended to the task's produced
   // registers and payload outputs. Returns its id.
   int64_t AddRegister(int64_t task, const TensorDesc& desc, const std::string& name, bool step_rate);
-  // `task` reads slot 0 of `register_id` as its next payload input.
-  void AddInput(int64_t task, int64_t register_id);
+  // Appends a slot `desc` to `register_id` and to its producer's payload outputs; its index.
+  int32_t AddSlot(int64_t register_id, const TensorDesc& desc);
+  // `task` reads `slot` of `register_id` as its next payload input.
+  void AddInput(int64_t task, int64_t register_id, int32_t slot = 0);
   // `task` consumes `register_id` without reading it (a control input that paces its firings).
   void AddControlInput(int64_t task, int64_t register_id);
 

@@ -122,8 +122,13 @@ absl::StatusOr<std::vector<RankMemory>> AssignMemory(int64_t alignment, bool reu
     RegisterInfo& reg = builder->reg(id);
     const int32_t rank = reg.proto.producer().rank();
     MemoryLocationProto* location = reg.proto.mutable_memory();
-    location->add_slot_offsets(0);  // one slot per register
-    const int64_t buffer_bytes = RoundUp(reg.slot_bytes, alignment);
+    int64_t end = 0;  // slots back to back, each at an aligned offset
+    for (int64_t bytes : reg.slot_bytes) {
+      const int64_t offset = RoundUp(end, alignment);
+      location->add_slot_offsets(offset);
+      end = offset + bytes;
+    }
+    const int64_t buffer_bytes = RoundUp(end, alignment);
     location->set_buffer_bytes(buffer_bytes);
     const int64_t total = buffer_bytes * reg.proto.count();
     memory[rank].naive_bytes += total;

@@ -1,0 +1,184 @@
+// Gradient buckets: the optimizer's data-parallel gradient collectives grouped into a few large
+// calls, in the order backward produces the gradients (rules in lower.h, the task format in
+// docs/plan_format.md "Buckets").
+#include <algorithm>
+#include <map>
+#include "absl/container/flat_hash_set.h"
+#include <tuple>
+
+#include "absl/strings/str_cat.h"
+#include "oneflow_like/compiler/lower/lowering.h"
+
+namespace oneflow_like {
+namespace compiler {
+namespace lower_internal {
+namespace {
+
+// Whether `plan` is collectives alone, all ALL_REDUCE or all REDUCE_SCATTER, each member reading
+// a source shard: the form a bucket can absorb.
+bool CollectivesOnly(const BoxingPlan& plan) {
+  if (plan.steps.empty()) return false;
+  for (const BoxingStep& step : plan.steps) {
+    if (step.kind != StepKind::kCollective || step.group.empty() || step.collective != plan.steps[0].collective) {
+      return false;
+    }
+    if (step.collective != CollectiveKind::kAllReduce && step.collective != CollectiveKind::kReduceScatter) {
+      return false;
+    }
+    for (int32_t in : step.inputs) {
+      if (in < 0 || in >= plan.num_source_values()) return false;
+    }
+  }
+  return true;
+}
+
+int64_t Volume(const RegionProto& r) {
+  int64_t v = 1;
+  for (int a = 0; a < r.begin_size(); ++a) v *= r.end(a) - r.begin(a);
+  return v;
+}
+
+// One gradient an optimizer reads through a bucketable boxing.
+struct Gradient {
+  TensorId tensor;
+  Placement placement;  // the optimizer's layout
+  NdSbp nd_sbp;
+  const BoxingPlan* plan = nullptr;
+  Value src;  // what is boxed: the producer's value (accumulated when pieces_per_step > 1)
+  std::map<int32_t, std::pair<int64_t, int32_t>> defined;  // plan value -> (register, slot)
+};
+
+struct Bucket {
+  std::vector<Rank> group;
+  CollectiveKind kind = CollectiveKind::kAllReduce;
+  std::vector<std::pair<size_t, size_t>> parts;  // (gradient, step of its plan)
+  int64_t bytes = 0;
+};
+
+}  // namespace
+
+absl::Status Lowerer::EmitGradientBuckets(int64_t first_optimizer_position) {
+  if (options_.bucket_bytes <= 0) return absl::OkStatus();
+  std::vector<Gradient> gradients;
+  absl::flat_hash_set<ValueKey> seen;
+  for (OpId id : graph_.op_order()) {
+    const OpNode& op = graph_.op(id);
+    if (!op.def->is_optimizer) continue;
+    for (size_t i = 0; i < op.inputs.size(); ++i) {
+      const TensorId tensor = op.inputs[i];
+      const Value& native = native_[tensor.value()];
+      if (graph_.tensor(tensor).is_source() || native.registers.empty() ||
+          native.position >= first_optimizer_position) {
+        continue;
+      }
+      const NdSbp& nd_sbp = op.nd_sbp_signature->inputs[i];
+      if (native.placement == *op.placement && native.nd_sbp == nd_sbp) continue;  // no boxing
+      ValueKey key{tensor.value(), *op.placement, nd_sbp, multi_rate_};
+      if (values_.count(key) > 0 || !seen.insert(key).second) continue;
+      ASSIGN_OR_RETURN(const BoxingPlan* plan, PlanFor(tensor, native, *op.placement, nd_sbp, /*use=*/false));
+      if (!CollectivesOnly(*plan)) continue;
+      Gradient g{tensor, *op.placement, nd_sbp, plan, native, {}};
+      if (multi_rate_ && !native.step_rate) {  // sum the micro-batches first, in the producer's layout
+        ASSIGN_OR_RETURN(const Value* summed, GetValue(tensor, native.placement, native.nd_sbp, /*step_rate=*/true));
+        g.src = *summed;
+      }
+      gradients.push_back(std::move(g));
+    }
+  }
+  // Production order: backward makes the last layers' gradients first.
+  std::stable_sort(gradients.begin(), gradients.end(), [](const Gradient& a, const Gradient& b) {
+    return a.src.position < b.src.position;
+  });
+
+  std::vector<Bucket> buckets;
+  std::vector<size_t> closed;  // bucket indices in the order they fill up
+  std::map<std::tuple<std::vector<Rank>, CollectiveKind, DataType>, size_t> open;
+  for (size_t g = 0; g < gradients.size(); ++g) {
+    const BoxingPlan& plan = *gradients[g].plan;
+    for (size_t k = 0; k < plan.steps.size(); ++k) {
+      const BoxingStep& step = plan.steps[k];
+      const auto key = std::make_tuple(step.group, step.collective, plan.desc.dtype);
+      auto it = open.find(key);
+      if (it == open.end()) {
+        it = open.emplace(key, buckets.size()).first;
+        buckets.push_back(Bucket{step.group, step.collective, {}, 0});
+      }
+      Bucket& bucket = buckets[it->second];
+      bucket.parts.emplace_back(g, k);
+      bucket.bytes += Volume(CollectiveGeometry(plan, step).group_region()) * SizeOf(plan.desc.dtype);
+      if (bucket.bytes >= options_.bucket_bytes) {
+        closed.push_back(it->second);
+        open.erase(it);
+      }
+    }
+  }
+  for (size_t b = 0; b < buckets.size(); ++b) {  // the rest, in the order they were opened
+    if (std::find(closed.begin(), closed.end(), b) == closed.end()) closed.push_back(b);
+  }
+
+  for (size_t n = 0; n < closed.size(); ++n) {
+    const Bucket& bucket = buckets[closed[n]];
+    const bool scatter = bucket.kind == CollectiveKind::kReduceScatter;
+    CollectiveParams params;
+    params.set_kind(static_cast<CollectiveParams::Kind>(bucket.kind));
+    for (Rank r : bucket.group) params.add_ranks(r.value());
+    params.set_global_order(next_collective_order_++);
+    int64_t position = -1, staging = 0;
+    for (const auto& [g, k] : bucket.parts) {
+      const Gradient& gradient = gradients[g];
+      *params.add_parts() = CollectiveGeometry(*gradient.plan, gradient.plan->steps[k]);
+      staging += Volume(params.parts().rbegin()->group_region());
+      position = std::max(position, gradient.src.position);
+    }
+    const Value& first = gradients[bucket.parts.front().first].src;
+    const DataType dtype = gradients[bucket.parts.front().first].plan->desc.dtype;
+    const std::string name = absl::StrCat("grad_bucket", n, ".", CollectiveKindName(bucket.kind));
+    for (size_t m = 0; m < bucket.group.size(); ++m) {
+      TaskInfo info = NewTask(TaskProto::COLLECTIVE, bucket.group[m], first.placement.device_type(), name, "",
+                              first.stage, position);
+      *info.proto.mutable_collective() = params;
+      const int64_t task = builder_.AddTask(std::move(info));
+      int64_t reg = -1;
+      for (const auto& [g, k] : bucket.parts) {
+        Gradient& gradient = gradients[g];
+        const BoxingStep& step = gradient.plan->steps[k];
+        const int32_t output = step.output + static_cast<int32_t>(m);
+        const TensorDesc desc{dtype, gradient.plan->values[output].region.shape()};
+        int32_t slot = 0;
+        if (reg < 0) {
+          reg = builder_.AddRegister(task, desc, absl::StrCat("grad_bucket", n, "@r", bucket.group[m].value()),
+                                     first.step_rate);
+        } else {
+          slot = builder_.AddSlot(reg, desc);
+        }
+        const int32_t in = step.inputs[m];  // a source value: the device index in src's placement
+        builder_.AddInput(task, gradient.src.registers[in], gradient.src.SlotOf(in));
+        gradient.defined[output] = {reg, slot};
+      }
+      if (scatter) builder_.AddSlot(reg, TensorDesc{dtype, Shape({staging})});
+    }
+  }
+
+  for (Gradient& gradient : gradients) {
+    ASSIGN_OR_RETURN(const BoxingPlan* plan,
+                     PlanFor(gradient.tensor, gradient.src, gradient.placement, gradient.nd_sbp, /*use=*/true));
+    Value result{gradient.placement, gradient.nd_sbp, gradient.src.step_rate, gradient.src.stage,
+                 gradient.src.position, {}, {}};
+    for (int64_t d = 0; d < gradient.placement.num_devices(); ++d) {
+      auto it = gradient.defined.find(plan->dst_values[d]);
+      if (it == gradient.defined.end()) {
+        return absl::InternalError(absl::StrCat("lowering: bucketed gradient '", graph_.tensor(gradient.tensor).name,
+                                                "' has no bucket slot for device ", d));
+      }
+      result.registers.push_back(it->second.first);
+      result.slots.push_back(it->second.second);
+    }
+    values_.emplace(ValueKey{gradient.tensor.value(), gradient.placement, gradient.nd_sbp, multi_rate_},
+                    std::move(result));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace lower_internal
+}  // namespace compiler
+}  // namespace oneflow_like
