@@ -19,6 +19,14 @@
 
 namespace oneflow_like {
 namespace train {
+
+compiler::CompileOptions CompileOptionsFor(const TrainerOptions& options) {
+  compiler::CompileOptions compile;
+  compile.reuse_memory = options.reuse_memory;
+  compile.boxing = options.boxing;
+  compile.bucket_bytes = static_cast<int64_t>(options.bucket_mb * (1 << 20));
+  return compile;
+}
 namespace {
 
 double Now() {
@@ -105,10 +113,7 @@ absl::StatusOr<std::unique_ptr<Trainer>> Trainer::Create(const TrainerOptions& o
     t->corpus_ = std::make_unique<models::TextCorpus>(std::move(corpus));
   }
   absl::StatusOr<compiler::Graph> graph = std::move(*job.graph);
-  compiler::CompileOptions compile;
-  compile.reuse_memory = options.reuse_memory;
-  compile.boxing = options.boxing;
-  compile.bucket_bytes = static_cast<int64_t>(options.bucket_mb * (1 << 20));
+  const compiler::CompileOptions compile = CompileOptionsFor(options);
   const double start = Now();
   ASSIGN_OR_RETURN(t->plan_, compiler::Compile(*std::move(graph), compile, &t->report_));
   t->compile_seconds_ = Now() - start;

@@ -86,6 +86,9 @@ struct TrainerJob {
   int64_t piece_rows = 0;
 };
 absl::StatusOr<TrainerJob> BuildTrainerJob(const TrainerOptions& options, const OpRegistry& registry);
+// The compiler options the trainer's flags ask for (boxing, buckets, memory reuse); olplan
+// compiles a job with the same ones, so it plans what oltrain would run.
+compiler::CompileOptions CompileOptionsFor(const TrainerOptions& options);
 
 struct StepResult {
   int64_t step = 0;

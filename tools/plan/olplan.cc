@@ -31,6 +31,7 @@
 #include "oneflow_like/train/trainer.h"
 #include "oneflow_like/train/trainer_flags.h"
 #include "tools/plan/calibrate.h"
+#include "tools/plan/plan_buckets.h"
 #include "tools/plan/plan_html.h"
 #include "tools/plan/plan_report.h"
 #include "tools/plan/plan_sim.h"
@@ -193,10 +194,9 @@ absl::StatusOr<PlanProto> ReadPlanFile(const std::string& path) {
   return plan;
 }
 
-absl::StatusOr<PlanProto> CompileGraph(compiler::Graph graph, const Args& a,
-                                       compiler::BoxingStyle boxing = compiler::BoxingStyle::kPointToPoint) {
-  compiler::CompileOptions options;
-  options.boxing = boxing;
+// `trainer`: the job's oltrain flags (defaults for a text job).
+absl::StatusOr<PlanProto> CompileGraph(compiler::Graph graph, const Args& a, const train::TrainerOptions& trainer) {
+  compiler::CompileOptions options = train::CompileOptionsFor(trainer);
   options.world_size = a.world;
   options.cost = a.sbp_cost;
   options.on_phase = [](const std::string& phase, double seconds) {
@@ -234,7 +234,7 @@ absl::StatusOr<PlanProto> LoadAny(const std::string& path, const Args& a, const 
     one.job_path = ends(".cfg") ? "" : path;
     one.config_path = ends(".cfg") ? path : "";
     ASSIGN_OR_RETURN(Job job, LoadJob(one, registry));
-    return CompileGraph(std::move(*job.graph), a, job.trainer.boxing);
+    return CompileGraph(std::move(*job.graph), a, job.trainer);
   }
   return ReadPlanFile(path);
 }
@@ -290,7 +290,7 @@ std::string Levers(const Job& job, const OpRegistry& registry, const Args& a, in
     std::string result;
     bool fits = false;
     int64_t peak = -1;
-    absl::StatusOr<PlanProto> plan = l.graph.ok() ? CompileGraph(std::move(**l.graph), a, job.trainer.boxing)
+    absl::StatusOr<PlanProto> plan = l.graph.ok() ? CompileGraph(std::move(**l.graph), a, job.trainer)
                                                   : absl::StatusOr<PlanProto>(l.graph.status());
     if (plan.ok()) {
       absl::StatusOr<plan_tool::PlanSummary> s = plan_tool::Summarize(*plan);
@@ -391,7 +391,7 @@ int Main(int argc, char** argv) {
     absl::StatusOr<Job> loaded = LoadJob(a, registry);
     if (!loaded.ok()) return Fail(loaded.status());
     job = *std::move(loaded);
-    absl::StatusOr<PlanProto> compiled = CompileGraph(compiler::Graph(*job.graph), a, job.trainer.boxing);
+    absl::StatusOr<PlanProto> compiled = CompileGraph(compiler::Graph(*job.graph), a, job.trainer);
     if (!compiled.ok()) return Fail(compiled.status());
     plan = *std::move(compiled);
   }
@@ -447,10 +447,9 @@ int Main(int argc, char** argv) {
     if (a.machine.has_value() && job.graph != nullptr && !a.profile_sbp) {
       // Price the plan's ops with the profile: the same job compiled with the profile's costs
       // gives every op's compute seconds per SBP signature; take the one this plan chose.
-      compiler::CompileOptions priced;
+      compiler::CompileOptions priced = train::CompileOptionsFor(job.trainer);
       priced.world_size = a.world;
       priced.cost = a.sim_cost;
-      priced.boxing = job.trainer.boxing;
       priced.verify_plan = false;
       absl::StatusOr<PlanProto> calibrated = compiler::Compile(compiler::Graph(*job.graph), priced);
       if (calibrated.ok()) sim_options.op_compute_seconds = plan_tool::OpSecondsFor(plan, *calibrated);
@@ -487,6 +486,7 @@ int Main(int argc, char** argv) {
   if (a.command == "boxing") {
     std::vector<plan_tool::BoxingEntry> entries = plan_tool::BoxingEntries(plan);
     std::fputs((a.json ? plan_tool::BoxingJson(entries) : plan_tool::BoxingText(entries)).c_str(), stdout);
+    if (!a.json) std::fputs(plan_tool::BucketText(plan).c_str(), stdout);
     if (!a.json && plan.boxing_choices_size() > 0) {  // --boxing=auto: how each transition was lowered
       std::printf("lowering (--boxing=auto), point-to-point vs one collective per group:\n");
       for (const BoxingChoiceProto& c : plan.boxing_choices()) {

@@ -86,6 +86,19 @@ class GoldenMlp(unittest.TestCase):
             self.assertEqual(chosen, "collective" if float(coll) < float(p2p) else "point_to_point")
         self.assertNotIn("lowering", run("boxing", "--model=mlp", "--width=64", "--depth=2", "--dp=2").stdout)
 
+    def test_boxing_lists_gradient_buckets(self):
+        # mlp width 64, depth 2: fc0 and fc1, each a 64x64 weight (16 KiB) and a bias (256 B),
+        # synchronized in buckets of >= 15 KiB in the order backward makes them: fc1 first.
+        out = run("boxing", "--model=mlp", "--width=64", "--depth=2", "--dp=2", "--boxing=collective",
+                  "--bucket_mb=0.015").stdout
+        lines = [l for l in out.splitlines() if l.startswith("  #")]
+        self.assertIn("gradient buckets (--bucket_mb)", out)
+        self.assertEqual(len(lines), 2, out)
+        self.assertIn("ALL_REDUCE ranks [0,1] 16.25 KiB: fc1.bias/grad, fc1.weight/grad", lines[0])
+        self.assertIn("16.25 KiB: fc0.bias/grad, fc0.weight/grad", lines[1])
+        self.assertNotIn("gradient buckets", run("boxing", "--model=mlp", "--width=64", "--depth=2", "--dp=2",
+                                                 "--boxing=collective", "--bucket_mb=0").stdout)
+
 
 class Diff(unittest.TestCase):
     def test_data_vs_tensor_parallel(self):
