@@ -13,24 +13,22 @@ namespace {
 
 std::vector<int32_t> Ranks(const CollectiveParams& p) { return std::vector<int32_t>(p.ranks().begin(), p.ranks().end()); }
 
-Tensor Scratch(Tensor* cached, DataType dtype, int64_t elements) {
+}  // namespace
+
+Tensor CollectiveBody::Scratch(Tensor* cached, DataType dtype, int64_t elements) {
   if (cached->dtype() != dtype || cached->elem_count() < elements) *cached = Tensor(dtype, Shape({std::max<int64_t>(1, elements)}));
   return *cached;
 }
 
-// A view of `elements` elements of `buffer` at element `offset`, shaped `shape`.
-Tensor ViewAt(const Tensor& buffer, int64_t offset, const std::vector<int64_t>& shape) {
+Tensor CollectiveBody::ViewAt(const Tensor& buffer, int64_t offset, const std::vector<int64_t>& shape) {
   return Tensor::Borrow(TensorDesc{buffer.dtype(), Shape(shape)},
                         static_cast<char*>(const_cast<void*>(buffer.raw_data())) + offset * SizeOf(buffer.dtype()));
 }
 
-}  // namespace
-
-CollectiveBody::CollectiveBody(comm::CollectiveBackend* backend, const CollectiveParams& params, int32_t member,
-                               std::string name)
-    : kind_(params.kind()), member_(member), name_(std::move(name)) {
+CollectiveBody::Geometry CollectiveBody::MakeGeometry(const CollectiveParams& params) {
+  Geometry geometry;
   const RegionProto& g = params.group_region();
-  for (int a = 0; a < g.begin_size(); ++a) group_shape_.push_back(g.end(a) - g.begin(a));
+  for (int a = 0; a < g.begin_size(); ++a) geometry.group_shape.push_back(g.end(a) - g.begin(a));
   auto boxes = [&](const google::protobuf::RepeatedPtrField<RegionProto>& regions) {
     std::vector<Box> out;
     for (const RegionProto& r : regions) {
@@ -44,8 +42,16 @@ CollectiveBody::CollectiveBody(comm::CollectiveBackend* backend, const Collectiv
     }
     return out;
   };
-  in_boxes_ = boxes(params.input_regions());
-  out_boxes_ = boxes(params.output_regions());
+  geometry.in_boxes = boxes(params.input_regions());
+  geometry.out_boxes = boxes(params.output_regions());
+  return geometry;
+}
+
+CollectiveBody::CollectiveBody(comm::CollectiveBackend* backend, const CollectiveParams& params, int32_t member,
+                               std::string name)
+    : kind_(params.kind()), member_(member), name_(std::move(name)) {
+  if (params.parts_size() == 0) geometry_ = MakeGeometry(params);
+  for (const CollectiveParams& part : params.parts()) parts_.push_back(MakeGeometry(part));
   const std::vector<int32_t> group = Ranks(params);
   const std::string tag = absl::StrCat("collective/", params.global_order());
   connected_ = std::async(std::launch::async, [backend, group, tag]() -> absl::StatusOr<std::shared_ptr<comm::Communicator>> {
@@ -74,7 +80,14 @@ void CollectiveBody::Start(ActIo io, std::function<void(const absl::Status&)> fi
       finished(absl::Status(comm.status().code(), absl::StrCat(name_, ": ", comm.status().message())));
       return;
     }
-    Issue(comm->get(), std::move(io), finished);
+    auto named = [this, finished](const absl::Status& s) {
+      finished(s.ok() ? s : absl::Status(s.code(), absl::StrCat(name_, ": ", s.message())));
+    };
+    if (parts_.empty()) {
+      Issue(comm->get(), std::move(io), std::move(named));
+    } else {
+      IssueBucket(comm->get(), std::move(io), std::move(named));
+    }
   };
   if (connected_.wait_for(std::chrono::seconds(0)) == std::future_status::ready) {
     run(std::move(io));
@@ -84,13 +97,13 @@ void CollectiveBody::Start(ActIo io, std::function<void(const absl::Status&)> fi
   waiters_.push_back(std::async(std::launch::async, run, std::move(io)));
 }
 
-bool CollectiveBody::RowBlocks(const std::vector<Box>& boxes) const {
+bool CollectiveBody::RowBlocks(const std::vector<Box>& boxes, const std::vector<int64_t>& group_shape) {
   int64_t row = 0;
   for (const Box& b : boxes) {
     if (b.volume == 0) continue;
     if (b.begin[0] != row) return false;
     for (size_t a = 1; a < b.shape.size(); ++a) {
-      if (b.begin[a] != 0 || b.shape[a] != group_shape_[a]) return false;
+      if (b.begin[a] != 0 || b.shape[a] != group_shape[a]) return false;
     }
     row += b.shape[0];
   }
@@ -109,7 +122,9 @@ CollectiveBody::Box CollectiveBody::Intersect(const Box& a, const Box& b) {
   return c;
 }
 
-void CollectiveBody::Issue(comm::Communicator* comm, ActIo io, std::function<void(const absl::Status&)> finished) {
+void CollectiveBody::Issue(comm::Communicator* comm, ActIo io, comm::CollectiveDone named) {
+  const std::vector<Box>& in_boxes = geometry_.in_boxes;
+  const std::vector<Box>& out_boxes = geometry_.out_boxes;
   Tensor in = io.inputs[0], out = io.outputs[0];
   const DataType dtype = in.dtype();
   auto relative = [](const Box& inner, const Box& outer) {
@@ -117,17 +132,14 @@ void CollectiveBody::Issue(comm::Communicator* comm, ActIo io, std::function<voi
     for (size_t d = 0; d < inner.begin.size(); ++d) offset.push_back(inner.begin[d] - outer.begin[d]);
     return offset;
   };
-  auto named = [this, finished](const absl::Status& s) {
-    finished(s.ok() ? s : absl::Status(s.code(), absl::StrCat(name_, ": ", s.message())));
-  };
   switch (kind_) {
     case CollectiveParams::ALL_REDUCE:
       comm->AllReduce(in.raw_data(), out.raw_data(), out.elem_count(), dtype, named);
       return;
     case CollectiveParams::ALL_GATHER: {
       std::vector<int64_t> counts;
-      for (const Box& b : in_boxes_) counts.push_back(b.volume);
-      if (RowBlocks(in_boxes_)) {
+      for (const Box& b : in_boxes) counts.push_back(b.volume);
+      if (RowBlocks(in_boxes, geometry_.group_shape)) {
         comm->AllGather(in.raw_data(), out.raw_data(), counts, dtype, named);
         return;
       }
@@ -135,7 +147,7 @@ void CollectiveBody::Issue(comm::Communicator* comm, ActIo io, std::function<voi
       comm->AllGather(in.raw_data(), gathered.raw_data(), counts, dtype, [this, gathered, out, named](const absl::Status& s) mutable {
         if (s.ok()) {
           int64_t offset = 0;
-          for (const Box& b : in_boxes_) {
+          for (const Box& b : geometry_.in_boxes) {
             if (b.volume > 0) CopyBlockIn(ViewAt(gathered, offset, b.shape), b.begin, &out);
             offset += b.volume;
           }
@@ -146,14 +158,14 @@ void CollectiveBody::Issue(comm::Communicator* comm, ActIo io, std::function<voi
     }
     case CollectiveParams::REDUCE_SCATTER: {
       std::vector<int64_t> counts;
-      for (const Box& b : out_boxes_) counts.push_back(b.volume);
-      if (RowBlocks(out_boxes_)) {
+      for (const Box& b : out_boxes) counts.push_back(b.volume);
+      if (RowBlocks(out_boxes, geometry_.group_shape)) {
         comm->ReduceScatter(in.raw_data(), out.raw_data(), counts, dtype, named);
         return;
       }
       Tensor packed = Scratch(&send_scratch_, dtype, comm::SumCounts(counts));
       int64_t offset = 0;
-      for (const Box& b : out_boxes_) {
+      for (const Box& b : out_boxes) {
         if (b.volume > 0) {
           Tensor block = ViewAt(packed, offset, b.shape);
           CopyBlockOut(in, b.begin, &block);
@@ -164,14 +176,14 @@ void CollectiveBody::Issue(comm::Communicator* comm, ActIo io, std::function<voi
       return;
     }
     case CollectiveParams::ALL_TO_ALL: {
-      const Box& mine_in = in_boxes_[member_];
-      const Box& mine_out = out_boxes_[member_];
+      const Box& mine_in = in_boxes[member_];
+      const Box& mine_out = out_boxes[member_];
       std::vector<int64_t> send_counts, recv_counts;
       std::vector<Box> sends, receives;
-      for (size_t j = 0; j < out_boxes_.size(); ++j) {
-        sends.push_back(Intersect(mine_in, out_boxes_[j]));
+      for (size_t j = 0; j < out_boxes.size(); ++j) {
+        sends.push_back(Intersect(mine_in, out_boxes[j]));
         send_counts.push_back(sends.back().volume);
-        receives.push_back(Intersect(in_boxes_[j], mine_out));
+        receives.push_back(Intersect(in_boxes[j], mine_out));
         recv_counts.push_back(receives.back().volume);
       }
       Tensor packed = Scratch(&send_scratch_, dtype, comm::SumCounts(send_counts));
@@ -185,7 +197,7 @@ void CollectiveBody::Issue(comm::Communicator* comm, ActIo io, std::function<voi
         offset += b.volume;
       }
       comm->AllToAll(packed.raw_data(), send_counts, gathered.raw_data(), recv_counts, dtype,
-                     [this, gathered, out, receives, mine_out, relative, named](const absl::Status& s) mutable {
+                     [gathered, out, receives, mine_out, relative, named](const absl::Status& s) mutable {
                        if (s.ok()) {
                          int64_t at = 0;
                          for (const Box& b : receives) {
@@ -198,7 +210,7 @@ void CollectiveBody::Issue(comm::Communicator* comm, ActIo io, std::function<voi
       return;
     }
     default:
-      finished(absl::InvalidArgumentError(absl::StrCat(name_, ": unknown collective kind ", kind_)));
+      named(absl::InvalidArgumentError(absl::StrCat("unknown collective kind ", kind_)));
   }
 }
 

@@ -10,6 +10,22 @@
 //                   (straight into the output when the boxes are consecutive rows)
 //   REDUCE_SCATTER  the input cut into the members' output boxes, reduce_scatter
 //   ALL_TO_ALL      member j gets the intersection of every input box with its output box
+//
+// Buckets (CollectiveParams.parts non-empty, docs/plan_format.md "Buckets"): one call over K
+// tensors; part k's geometry describes input k and output slot k, all outputs being slots of
+// one register.
+//   ALL_REDUCE      the output slots lie at increasing addresses of the register's buffer: when
+//                   every gap between consecutive slots is a whole number of elements and under
+//                   kMaxBucketGapBytes, each input is copied into its slot (not when it already
+//                   is that slot), the gaps are zeroed and the span from slot 0 to the end of
+//                   slot K-1 is all-reduced in place, one call. Otherwise (slots out of order,
+//                   large or odd gaps, an input inside the span but not its own slot) the
+//                   inputs are packed into a scratch buffer, all-reduced, and unpacked.
+//   REDUCE_SCATTER  output K is the staging slot: every input cut at member j's output box,
+//                   member by member, part by part, row-major; one reduce_scatter with counts[j]
+//                   = the sum of member j's boxes; this member's block (received into a scratch
+//                   buffer, counts[member] elements) is copied into slots 0..K-1.
+//
 // Each task has its own communicator over its group (connected in the background when the body
 // is built, since every member builds its body at runtime creation; the first firing waits for
 // it off the actor's thread), so collectives of one group never depend on the order in which
@@ -41,21 +57,37 @@ class CollectiveBody final : public ActBody {
   absl::Status Act(ActIo& io) override;  // synchronous fallback: Start and wait
   void Start(ActIo io, std::function<void(const absl::Status&)> finished) override;
 
+  // An ALL_REDUCE bucket reduces its slots in place when the gaps between them are smaller.
+  static constexpr int64_t kMaxBucketGapBytes = 4096;
+
  private:
   struct Box {
     std::vector<int64_t> begin, shape;  // relative to the group region
     int64_t volume = 1;
   };
-  void Issue(comm::Communicator* comm, ActIo io, std::function<void(const absl::Status&)> finished);
-  // Whether boxes[k] are consecutive row blocks of the group region in member order.
-  bool RowBlocks(const std::vector<Box>& boxes) const;
+  struct Geometry {  // of one tensor: the task's own, or one part of a bucket
+    std::vector<int64_t> group_shape;
+    std::vector<Box> in_boxes, out_boxes;  // per member
+  };
+  static Geometry MakeGeometry(const CollectiveParams& params);
+  void Issue(comm::Communicator* comm, ActIo io, comm::CollectiveDone done);
+  // Buckets (collective_bucket.cc).
+  void IssueBucket(comm::Communicator* comm, ActIo io, comm::CollectiveDone done);
+  void BucketAllReduce(comm::Communicator* comm, ActIo io, comm::CollectiveDone done);
+  void BucketReduceScatter(comm::Communicator* comm, ActIo io, comm::CollectiveDone done);
+  // Whether boxes[k] are consecutive row blocks of a region of `group_shape` in member order.
+  static bool RowBlocks(const std::vector<Box>& boxes, const std::vector<int64_t>& group_shape);
   static Box Intersect(const Box& a, const Box& b);
+  // `cached` grown to at least `elements` elements of `dtype` (kept between firings).
+  static Tensor Scratch(Tensor* cached, DataType dtype, int64_t elements);
+  // A view of `buffer` at element `offset`, shaped `shape`.
+  static Tensor ViewAt(const Tensor& buffer, int64_t offset, const std::vector<int64_t>& shape);
 
   const CollectiveParams::Kind kind_;
   const int32_t member_;
   const std::string name_;
-  std::vector<int64_t> group_shape_;
-  std::vector<Box> in_boxes_, out_boxes_;
+  Geometry geometry_;            // not a bucket
+  std::vector<Geometry> parts_;  // a bucket: one per part
   std::shared_future<absl::StatusOr<std::shared_ptr<comm::Communicator>>> connected_;
   std::mutex waiters_mu_;
   std::vector<std::future<void>> waiters_;  // first firings waiting for the connection

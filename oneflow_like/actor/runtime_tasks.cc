@@ -279,11 +279,15 @@ absl::StatusOr<Runtime::TaskSetup> Runtime::SetUpTask(const TaskProto& task, int
       if (env_.collectives == nullptr) {
         return error("a COLLECTIVE task needs a collective backend (RuntimeEnv::collectives; gloo on CPU)");
       }
-      if (spec->payload_inputs.size() != 1 || spec->payload_outputs.size() != 1) {
-        return error("a COLLECTIVE member has one payload input and one payload output, not ",
-                     spec->payload_inputs.size(), " and ", spec->payload_outputs.size());
-      }
       const CollectiveParams& params = task.collective();
+      // One input and one output; a bucket one per part (+ the staging slot of a REDUCE_SCATTER).
+      const size_t parts = std::max(1, params.parts_size());
+      const size_t outputs = parts + (params.parts_size() > 0 && params.kind() == CollectiveParams::REDUCE_SCATTER);
+      if (spec->payload_inputs.size() != parts || spec->payload_outputs.size() != outputs) {
+        return error("a COLLECTIVE member ", params.parts_size() > 0 ? "of a bucket " : "", "has ", parts,
+                     " payload input(s) and ", outputs, " payload output(s), not ", spec->payload_inputs.size(),
+                     " and ", spec->payload_outputs.size());
+      }
       auto me = std::find(params.ranks().begin(), params.ranks().end(), rank_.value());
       if (me == params.ranks().end()) return error("this rank is not in the collective's group");
       setup.body = std::make_unique<CollectiveBody>(env_.collectives, params,

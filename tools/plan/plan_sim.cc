@@ -27,6 +27,7 @@ struct Reg {
   std::vector<int64_t> taken, returned;
   int64_t produced = 0, reserved = 0;
   int64_t bytes = 0;
+  const RegisterProto* proto = nullptr;
   // Registers whose planned bytes overlap this one's (the runtime's ByteConflict): (register,
   // whether that one is earlier in task order).
   std::vector<std::pair<int, bool>> conflicts;
@@ -84,6 +85,21 @@ int64_t SlotBytes(const TensorDescProto& d) {
   int64_t n = 1;
   for (int64_t x : d.dims()) n *= x;
   return n * SizeOf(static_cast<DataType>(d.dtype()));
+}
+
+// Bytes one COLLECTIVE call moves: its outputs; for a bucket (CollectiveParams.parts, outputs
+// slots of the register `bucket`) the parts' slots of an ALL_REDUCE, and only the staging slot
+// of a REDUCE_SCATTER (the shards are copied out of it after the call).
+int64_t CollectiveCallBytes(const TaskProto& task, const RegisterProto* bucket, int64_t out_bytes) {
+  const int parts = task.collective().parts_size();
+  if (parts == 0 || bucket == nullptr) return out_bytes;
+  const bool scatter = task.collective().kind() == CollectiveParams::REDUCE_SCATTER;
+  int64_t bytes = 0;
+  for (int k = scatter ? parts : 0; k < (scatter ? parts + 1 : parts) && k < task.outputs_size(); ++k) {
+    const int slot = task.outputs(k).slot();
+    if (slot >= 0 && slot < bucket->slots_size()) bytes += SlotBytes(bucket->slots(slot));
+  }
+  return bytes;
 }
 
 class Simulator {
@@ -182,6 +198,7 @@ class Simulator {
         Reg reg;
         reg.capacity = std::max(1, r.count());
         for (const TensorDescProto& s : r.slots()) reg.bytes += SlotBytes(s);
+        reg.proto = &r;
         reg_of[r.id()] = static_cast<int>(regs_.size());
         if (r.has_memory()) memory_.push_back({&r, rp.rank(), static_cast<int>(regs_.size())});
         regs_.push_back(std::move(reg));
@@ -365,7 +382,12 @@ class Simulator {
         if (o_.free_links) return c.task_overhead_seconds;
         const int n = std::max(1, t.proto->collective().ranks_size());
         const auto& link = c.link(compiler::LinkClass::kSameNode);
-        return 2.0 * (n - 1) * (link.alpha_seconds + static_cast<double>(out_bytes) / n * link.beta_seconds_per_byte);
+        const RegisterProto* bucket = nullptr;
+        for (int r : t.outputs) {
+          if (t.proto->outputs_size() > 0 && regs_[r].proto->id() == t.proto->outputs(0).register_id()) bucket = regs_[r].proto;
+        }
+        const int64_t bytes = CollectiveCallBytes(*t.proto, bucket, out_bytes);
+        return 2.0 * (n - 1) * (link.alpha_seconds + static_cast<double>(bytes) / n * link.beta_seconds_per_byte);
       }
       case TaskProto::BOXING_SLICE:
       case TaskProto::BOXING_CONCAT:

@@ -6,6 +6,9 @@
 // emits / returns them when it ends. Durations come from the compiler's cost model:
 //   COMPUTE    the op's compute seconds in the chosen SBP candidate (per device)
 //   TRANSFER   alpha + bytes x beta of the link class (same node / across nodes)
+//   COLLECTIVE a ring over n ranks: 2 (n - 1) (alpha + bytes / n x beta) on the same-node link,
+//              bytes = its outputs; a bucket: its parts (ALL_REDUCE), its staging slot
+//              (REDUCE_SCATTER)
 //   BOXING_*, COPY, ACCUMULATE, SOURCE of an input: a local copy of the bytes they touch
 //   others     the per-task overhead
 //

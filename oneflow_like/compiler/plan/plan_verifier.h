@@ -33,6 +33,10 @@
 //      regions fit the kind (ALL_REDUCE: all whole; ALL_GATHER: inputs tile the group region,
 //      outputs whole; REDUCE_SCATTER: the reverse; ALL_TO_ALL: both tile); and every member
 //      task of one collective (same global_order) carries the same kind, ranks and regions.
+//      A bucket (CollectiveParams.parts) is an ALL_REDUCE or REDUCE_SCATTER with one input per
+//      part and slots 0..K-1 of one register as outputs (+ slot K, the 1-D staging slot of a
+//      REDUCE_SCATTER, sized the sum of the parts' group regions); each part's geometry gets
+//      the checks above, all slots share one dtype, and the members agree on the parts.
 //   7. Deadlock freedom (options.steps > 0): plan_simulator.h runs the abstract firing rules for
 //      that many steps of pieces_per_step pieces (collectives as cross-rank rendezvous); if
 //      it gets stuck, or leaves buffers unread or
