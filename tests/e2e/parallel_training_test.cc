@@ -65,10 +65,12 @@ absl::StatusOr<float> FetchLoss(const actor::Session& session, int piece) {
 absl::StatusOr<Trace> Train(compiler::Graph graph, const OpRegistry* registry, const std::vector<std::string>& variables,
                             const FeedFunction& feed,
                             bool reuse_memory = true,
-                            compiler::BoxingStyle boxing = compiler::BoxingStyle::kPointToPoint) {
+                            compiler::BoxingStyle boxing = compiler::BoxingStyle::kPointToPoint,
+                            int64_t bucket_bytes = compiler::CompileOptions().bucket_bytes) {
   compiler::CompileOptions options;
   options.reuse_memory = reuse_memory;
   options.boxing = boxing;
+  options.bucket_bytes = bucket_bytes;
   ASSIGN_OR_RETURN(PlanProto plan, compiler::Compile(std::move(graph), options));
   actor::SessionOptions session_options;
   session_options.watchdog_timeout_ms = 20000;  // a loaded 2-core machine runs up to 8 ranks
@@ -355,7 +357,8 @@ models::TrainOptions GptTraining(int micro_batches = 0, int zero_stage = 0) {
 
 absl::StatusOr<Trace> TrainGpt(const models::ParallelLayout& layout, const models::TrainOptions& train,
                                bool reuse_memory = true,
-                               compiler::BoxingStyle boxing = compiler::BoxingStyle::kPointToPoint) {
+                               compiler::BoxingStyle boxing = compiler::BoxingStyle::kPointToPoint,
+                               int64_t bucket_bytes = compiler::CompileOptions().bucket_bytes) {
   const models::GptConfig config = TinyGpt();
   const std::unique_ptr<OpRegistry> registry = compiler::testing::BuiltinRegistry();  // outlives graph and session
   ASSIGN_OR_RETURN(compiler::Graph graph, models::BuildGptJob(*registry, config, layout, train));
@@ -367,7 +370,7 @@ absl::StatusOr<Trace> TrainGpt(const models::ParallelLayout& layout, const model
     RETURN_IF_ERROR(session->Feed("idx", batch.inputs));
     return session->Feed("targets", batch.targets);
   };
-  return Train(std::move(graph), registry.get(), variables, feed, reuse_memory, boxing);
+  return Train(std::move(graph), registry.get(), variables, feed, reuse_memory, boxing, bucket_bytes);
 }
 
 // The key bias (h*.qkv.bias[C, 2C)) has an exactly zero gradient (softmax is invariant to
@@ -378,12 +381,15 @@ absl::StatusOr<Trace> TrainGpt(const models::ParallelLayout& layout, const model
 constexpr double kGptParameterTolerance = kAbsoluteTolerance + kGptLearningRate * 1e-2;
 
 void CheckGptLayout(const models::ParallelLayout& layout, int micro_batches = 0, int zero_stage = 0,
-                    compiler::BoxingStyle boxing = compiler::BoxingStyle::kPointToPoint) {
+                    compiler::BoxingStyle boxing = compiler::BoxingStyle::kPointToPoint,
+                    int64_t bucket_bytes = compiler::CompileOptions().bucket_bytes) {
   SCOPED_TRACE(absl::StrCat("dp=", layout.dp, " tp=", layout.tp, " pp=", layout.pp, " micro_batches=", micro_batches,
-                            " zero_stage=", zero_stage, boxing == compiler::BoxingStyle::kCollective ? " collectives" : ""));
+                            " zero_stage=", zero_stage, boxing == compiler::BoxingStyle::kCollective ? " collectives" : "",
+                            " bucket_bytes=", bucket_bytes));
   absl::StatusOr<Trace> want = TrainGpt(models::ParallelLayout{}, GptTraining(micro_batches));
   ASSERT_TRUE(want.ok()) << want.status();
-  absl::StatusOr<Trace> got = TrainGpt(layout, GptTraining(micro_batches, zero_stage), /*reuse_memory=*/true, boxing);
+  absl::StatusOr<Trace> got =
+      TrainGpt(layout, GptTraining(micro_batches, zero_stage), /*reuse_memory=*/true, boxing, bucket_bytes);
   ASSERT_TRUE(got.ok()) << got.status();
   EXPECT_EQ(got->ranks, layout.world());
   if (zero_stage == 1) {
@@ -427,6 +433,16 @@ TEST(ParallelTrainingGptTest, CollectivesMatchOneDevice) {
   CheckGptLayout({1, 2, 1}, 0, 0, collective);
   CheckGptLayout({2, 1, 1}, 0, 1, collective);
   CheckGptLayout({2, 2, 1}, 0, 0, collective);
+}
+// Gradient buckets of 4 KiB: the tiny GPT's gradients go in several calls, issued while
+// backward still runs (the default 4 MiB puts them all in one): all-reduce buckets (dp, and
+// dp x tp, where each bucket is per dp group), reduce-scatter buckets (ZeRO-1), and the
+// accumulated gradients of 2 micro-batches.
+TEST(ParallelTrainingGptTest, SmallGradientBucketsMatchOneDevice) {
+  const auto collective = compiler::BoxingStyle::kCollective;
+  CheckGptLayout({2, 1, 1}, 0, 0, collective, 4 << 10);
+  CheckGptLayout({2, 1, 1}, 2, 1, collective, 4 << 10);
+  CheckGptLayout({2, 2, 1}, 0, 0, collective, 4 << 10);
 }
 
 // Byte sharing under pipelining (several micro-batches in flight per stage) and tensor
