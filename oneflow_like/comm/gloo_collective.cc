@@ -1,5 +1,6 @@
 #include "oneflow_like/comm/gloo_collective.h"
 
+#include <algorithm>
 #include <chrono>
 #include <condition_variable>
 #include <cstring>
@@ -107,19 +108,20 @@ class GlooCommunicator final : public Communicator {
     if (!Summable(dtype)) return Reject("all_reduce", Unsupported(dtype), std::move(done));
     Enqueue("all_reduce", [=] {
       if (count == 0) return;
-      if (in != out) std::memcpy(out, in, static_cast<size_t>(count * SizeOf(dtype)));
+      // Out of place, gloo reads `in` itself (copied into `out` a segment at a time inside its
+      // ring, while the segment is in cache), rather than a whole-tensor memcpy first.
       ::gloo::AllreduceOptions opts(context_);
       opts.setTag(NextTag());
       opts.setTimeout(timeout_);
       switch (dtype) {
-        case DataType::kFloat32: Reduce<float>(&opts, out, count, &::gloo::sum<float>); break;
-        case DataType::kFloat64: Reduce<double>(&opts, out, count, &::gloo::sum<double>); break;
-        case DataType::kInt32: Reduce<int32_t>(&opts, out, count, &::gloo::sum<int32_t>); break;
-        case DataType::kInt64: Reduce<int64_t>(&opts, out, count, &::gloo::sum<int64_t>); break;
+        case DataType::kFloat32: Reduce<float>(&opts, in, out, count, &::gloo::sum<float>); break;
+        case DataType::kFloat64: Reduce<double>(&opts, in, out, count, &::gloo::sum<double>); break;
+        case DataType::kInt32: Reduce<int32_t>(&opts, in, out, count, &::gloo::sum<int32_t>); break;
+        case DataType::kInt64: Reduce<int64_t>(&opts, in, out, count, &::gloo::sum<int64_t>); break;
         case DataType::kFloat16:
-          Reduce<::gloo::float16>(&opts, out, count, &::gloo::sum<::gloo::float16>);
+          Reduce<::gloo::float16>(&opts, in, out, count, &::gloo::sum<::gloo::float16>);
           break;
-        default: Reduce<uint16_t>(&opts, out, count, &SumBf16); break;  // bfloat16
+        default: Reduce<uint16_t>(&opts, in, out, count, &SumBf16); break;  // bfloat16
       }
       ::gloo::allreduce(opts);
     }, std::move(done));
@@ -226,7 +228,8 @@ class GlooCommunicator final : public Communicator {
 
   using SumFn = void (*)(void*, const void*, const void*, size_t);
   template <typename T>
-  static void Reduce(::gloo::AllreduceOptions* opts, void* out, int64_t count, SumFn fn) {
+  static void Reduce(::gloo::AllreduceOptions* opts, const void* in, void* out, int64_t count, SumFn fn) {
+    if (in != out) opts->setInput(static_cast<T*>(const_cast<void*>(in)), static_cast<size_t>(count));
     opts->setOutput(static_cast<T*>(out), static_cast<size_t>(count));
     opts->setReduceFunction(fn);
   }
@@ -363,6 +366,7 @@ class GlooBackend final : public CollectiveBackend {
                                                      absl::StrJoin(group, ","), "] (tag '", tag, "')"));
     }
     const std::string prefix = absl::StrCat("gloo/", tag, "/", absl::StrJoin(group, ","));
+    RETURN_IF_ERROR(AwaitMembers(prefix, group, me, tag));
     try {
       StoreAdapter adapter(store_, options_.timeout_ms);
       ::gloo::rendezvous::PrefixStore prefixed(prefix, adapter);
@@ -377,6 +381,29 @@ class GlooBackend final : public CollectiveBackend {
   }
 
  private:
+  // gloo's pairs each listen on a port of their own until the first connection comes, and take
+  // it as the peer unchecked (README: garbage at gloo's ports). So gloo opens them only once
+  // every member is here: they listen for as long as the peers take to dial in, not for as
+  // long as the slowest member takes to arrive.
+  absl::Status AwaitMembers(const std::string& prefix, const std::vector<int32_t>& group, int32_t me,
+                            const std::string& tag) {
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(options_.timeout_ms);
+    RETURN_IF_ERROR(store_->Set(absl::StrCat(prefix, "/arrived/", me), "1"));
+    for (size_t k = 0; k < group.size(); ++k) {
+      if (static_cast<int32_t>(k) == me) continue;
+      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+      absl::StatusOr<std::string> arrived = store_->Get(absl::StrCat(prefix, "/arrived/", k), std::max<int64_t>(1, left.count()));
+      if (!arrived.ok()) {
+        return absl::Status(arrived.status().code(),
+                            absl::StrCat("gloo: connecting group [", absl::StrJoin(group, ","), "] (tag '", tag,
+                                         "') from rank ", rank_, ": member ", k, " (rank ", group[k],
+                                         ") did not arrive within ", options_.timeout_ms, " ms: ",
+                                         arrived.status().message()));
+      }
+    }
+    return absl::OkStatus();
+  }
+
   RendezvousStore* store_;
   int32_t rank_, world_;
   GlooOptions options_;

@@ -15,6 +15,9 @@
 //                  ring reduce-scatter does
 //   Broadcast      gloo::broadcast;  AllToAll  gloo::alltoallv;  Send / Recv  unbound buffers
 // Dtypes: float32, float64, int32, int64 (sums); float16 / bfloat16 sums go through float32.
+// Connect first waits (through the store) until every member arrived, then lets gloo connect
+// its pairs: gloo's listening ports, which accept their first connection unchecked, are open
+// only for that moment (README: garbage at gloo's ports).
 // Timeouts: GlooOptions::timeout_ms bounds connecting and every call (set it from the job's
 // heartbeat timeout); a dead peer or garbage on a connection fails the call with the peer's gloo
 // message instead of hanging, and every later call on that communicator fails too.
