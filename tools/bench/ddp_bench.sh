@@ -9,6 +9,8 @@
 #   OLTRAIN=/path/to/oltrain   skip the build and use this binary (else bazel -c opt build)
 #   OLTRAIN_BEFORE=/path       a second oltrain (e.g. built before a change), run in the same
 #                              rotation each round; the summary adds its median and ratio
+#   OURS_FLAGS="..."           extra oltrain flags for our runs, e.g. "--boxing=collective --bucket_mb=4"
+#                              (default: none, i.e. point-to-point boxing)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 rounds=3
@@ -38,7 +40,8 @@ ours() {  # $1 = mlp | gpt [$2 = oltrain binary] -> ms per step (median over the
     flags=(--config configs/gpt_tiny.cfg --model=gpt --vocab=2048 --seq_len=128 --n_layer=4 --n_embd=256 --n_head=4
            --batch=8 --lr=3e-4 --data=synthetic --dp=2 --steps=12 --warmup=3)
   fi
-  OLRUN_TRAINER="${2:-$OLTRAIN}" tools/olrun --nproc-per-node 2 --master-addr 127.0.0.1 --master-port "$(port)" "${flags[@]}" 2>&1 \
+  # shellcheck disable=SC2086  # OURS_FLAGS is a list of flags
+  OLRUN_TRAINER="${2:-$OLTRAIN}" tools/olrun --nproc-per-node 2 --master-addr 127.0.0.1 --master-port "$(port)" "${flags[@]}" ${OURS_FLAGS:-} 2>&1 \
     | sed -n 's/.*RESULT median_ms_per_step=\([0-9.]*\).*/\1/p'
 }
 ddp() {
