@@ -273,8 +273,13 @@ absl::StatusOr<Runtime::TaskSetup> Runtime::SetUpTask(const TaskProto& task, int
       break;
     }
     case TaskProto::COPY:
-      return absl::UnimplementedError(absl::StrCat(
-          TaskLabel(task), ": COPY (host <-> device) needs a device backend; CPU plans have no COPY tasks"));
+      // Host <-> device: each payload input copied into the output of the same desc, on the
+      // task's own stream (a copy stream: its own thread here; a device's H2D / D2H stream
+      // where the device is asynchronous). Between host buffers it is a plain copy.
+      if (spec->payload_inputs.empty()) return error("a COPY has no payload to copy");
+      RETURN_IF_ERROR(check_pairwise());
+      setup.body = std::make_unique<CopyBody>();
+      break;
     case TaskProto::COLLECTIVE: {
       if (env_.collectives == nullptr) {
         return error("a COLLECTIVE task needs a collective backend (RuntimeEnv::collectives; gloo on CPU)");

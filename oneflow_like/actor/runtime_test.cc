@@ -73,6 +73,52 @@ TEST(RuntimeTest, ReluPlanRunsSeveralStepsWithCorrectValues) {
   EXPECT_TRUE((*session)->runtime(0)->Finished());
 }
 
+// x -> COPY (its own stream, as a host -> device copy would be) -> relu -> COPY back -> y, with
+// 2 register slots in flight: the copies pass every piece's values through unchanged.
+TEST(RuntimeTest, CopyTasksOnACopyStreamPassValuesThrough) {
+  TestPlanBuilder b(1, 3);
+  const int64_t x = b.AddRegister(0, "x", 2, {kF23});
+  const int64_t x_dev = b.AddRegister(0, "x.device", 2, {kF23});
+  const int64_t y_dev = b.AddRegister(0, "y.device", 1, {kF23});
+  const int64_t y = b.AddRegister(0, "y", 1, {kF23});
+  b.AddSource(0, "x.source", "x", x);
+  b.BindInput(0, "x", x, Shape{2, 3});
+  b.AddTask(0, TaskProto::COPY, "x.h2d", {x}, {x_dev}, /*stream=*/2)->set_stream_kind(STREAM_COPY);
+  b.AddCompute(0, "relu", "relu", {}, {x_dev}, {y_dev});
+  b.AddTask(0, TaskProto::COPY, "y.d2h", {y_dev}, {y}, /*stream=*/2)->set_stream_kind(STREAM_COPY);
+  b.AddSink(0, "y.sink", "y", y);
+  b.BindOutput(0, "y", y, Shape{2, 3});
+  absl::StatusOr<std::unique_ptr<Session>> session = Session::Create(b.Build(), &Registry());
+  ASSERT_TRUE(session.ok()) << session.status();
+  for (int step = 0; step < 2; ++step) {
+    for (int piece = 0; piece < 3; ++piece) {
+      ASSERT_TRUE((*session)->Feed("x", Values({-1, 2, -3, 4, -5, 6.0f + piece + 10 * step})).ok());
+    }
+    ASSERT_TRUE((*session)->RunStep().ok());
+    for (int piece = 0; piece < 3; ++piece) {
+      absl::StatusOr<Tensor> y = (*session)->Fetch("y", piece);
+      ASSERT_TRUE(y.ok()) << y.status();
+      EXPECT_EQ(y->ToVector<float>(), std::vector<float>({0, 2, 0, 4, 0, 6.0f + piece + 10 * step}));
+    }
+  }
+  EXPECT_TRUE((*session)->Close().ok());
+}
+
+TEST(RuntimeTest, CopyTasksWithMismatchedDescsAreRefused) {
+  TestPlanBuilder b(1, 1);
+  const int64_t x = b.AddRegister(0, "x", 1, {kF23});
+  const int64_t x_dev = b.AddRegister(0, "x.device", 1, {{DataType::kFloat32, Shape{3, 2}}});
+  b.AddSource(0, "x.source", "x", x);
+  b.BindInput(0, "x", x, Shape{2, 3});
+  b.AddTask(0, TaskProto::COPY, "x.h2d", {x}, {x_dev}, /*stream=*/2);
+  b.AddSink(0, "x.sink", "xd", x_dev);
+  b.BindOutput(0, "xd", x_dev, Shape{3, 2});
+  absl::StatusOr<std::unique_ptr<Session>> session = Session::Create(b.Build(), &Registry());
+  ASSERT_FALSE(session.ok());
+  EXPECT_THAT(std::string(session.status().message()), HasSubstr("x.h2d"));
+  EXPECT_THAT(std::string(session.status().message()), HasSubstr("payload 0"));
+}
+
 TEST(RuntimeTest, MissingFeedAndWrongShapesAreClearErrors) {
   absl::StatusOr<std::unique_ptr<Session>> session = Session::Create(ReluPlan(2), &Registry());
   ASSERT_TRUE(session.ok());
