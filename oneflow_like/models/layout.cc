@@ -13,9 +13,9 @@ StageMesh::StageMesh(const ParallelLayout& layout, int64_t stage) : layout_(layo
   const int64_t size = layout.dp * layout.tp;
   for (int64_t i = 0; i < size; ++i) ranks.push_back(Rank(static_cast<int32_t>(stage * size + i)));
   if (layout.dp > 1 && layout.tp > 1) {
-    placement_ = *Placement::Create(DeviceType::kCpu, std::move(ranks), {layout.dp, layout.tp});
+    placement_ = *Placement::Create(layout.device, std::move(ranks), {layout.dp, layout.tp});
   } else {
-    placement_ = Placement(DeviceType::kCpu, std::move(ranks));
+    placement_ = Placement(layout.device, std::move(ranks));
   }
 }
 

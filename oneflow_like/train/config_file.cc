@@ -23,7 +23,7 @@ const std::map<std::string, std::map<std::string, std::string>>& Fields() {
         {"width", "--width"}, {"depth", "--depth"}}},
       {"data", {{"source", ""}, {"path", "--data"}, {"batch", "--batch"}, {"data_batches", "--data_batches"}}},
       {"parallel",
-       {{"dp", "--dp"}, {"tp", "--tp"}, {"pp", "--pp"}, {"micro_batches", "--micro_batches"},
+       {{"dp", "--dp"}, {"tp", "--tp"}, {"pp", "--pp"}, {"device", "--device"}, {"micro_batches", "--micro_batches"},
         {"grad_accum", "--grad_accum"}, {"zero_stage", "--zero_stage"}, {"boxing", "--boxing"}, {"bucket_mb", "--bucket_mb"},
         {"recompute", "--recompute"},
         {"reuse_memory", "--reuse_memory"}, {"inplace_updates", "--inplace_updates"}}},

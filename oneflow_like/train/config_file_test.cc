@@ -52,6 +52,10 @@ TEST(ConfigFileTest, EveryShippedConfigParsesAndOverridesWin) {
   ASSERT_TRUE(collective.ok());
   EXPECT_EQ(collective->options.boxing, compiler::BoxingStyle::kCollective);
   EXPECT_EQ(three_d->options.layout.pp, 2);
+  absl::StatusOr<TrainerFlags> gpu = ParseTrainerConfig("configs/gpt_gpu.cfg", {});  // planned with olplan
+  ASSERT_TRUE(gpu.ok()) << gpu.status();
+  EXPECT_EQ(gpu->options.layout.device, DeviceType::kCuda);
+  EXPECT_EQ(gpu->options.layout.world(), 8);
 }
 
 TEST(ConfigFileTest, ErrorsNameFileLineSectionAndField) {

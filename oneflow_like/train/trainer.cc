@@ -100,6 +100,12 @@ absl::StatusOr<std::unique_ptr<Trainer>> Trainer::Create(const TrainerOptions& o
     return absl::InvalidArgumentError(
         absl::StrCat("mlp_data_batches must be at least 1, got ", options.mlp_data_batches));
   }
+  if (options.layout.device != DeviceType::kCpu) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "--device=", DeviceTypeName(options.layout.device),
+        ": this build runs cpu placements only (the CUDA backend is issue 14); `tools/olplan summary|simulate ",
+        "--device=cuda ... --profile tools/plan/profiles/h100.txt` plans and prices the job"));
+  }
   ASSIGN_OR_RETURN(TrainerJob job, BuildTrainerJob(options, *registry));
   t->batch_ = job.batch;
   t->piece_rows_ = job.piece_rows;

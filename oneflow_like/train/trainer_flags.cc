@@ -51,6 +51,8 @@ Workload (defaults: W1 of /work/shared/bench/README.md):
   --gelu=none|tanh       gpt gelu: none = exact erf, as torch (default)
 Parallel layout (world = dp x tp x pp ranks):
   --dp=N --tp=N --pp=N   data / tensor (Megatron) / pipeline degrees (1 1 1)
+  --device=cpu|cuda      every placement's device (cpu); cuda jobs compile and olplan prices
+                         them (--profile tools/plan/profiles/h100.txt), running needs issue 14
   --micro_batches=N      pipeline micro-batches per step (batch is split into them)
   --grad_accum=N         gradient accumulation pieces per step
   --zero_stage=0|1       ZeRO-1: shard optimizer state over dp
@@ -145,6 +147,13 @@ absl::StatusOr<TrainerFlags> ParseTrainerFlags(const std::vector<std::string>& a
       {"--dp", integer(&o.layout.dp, 1)},
       {"--tp", integer(&o.layout.tp, 1)},
       {"--pp", integer(&o.layout.pp, 1)},
+      {"--device",
+       [&](const std::string& flag, const std::string& v) -> absl::Status {
+         if (v == "cpu") o.layout.device = DeviceType::kCpu;
+         else if (v == "cuda") o.layout.device = DeviceType::kCuda;
+         else return Bad(flag, "cpu or cuda", v);
+         return absl::OkStatus();
+       }},
       {"--micro_batches", integer32(&o.micro_batches, 0, 1 << 20)},
       {"--grad_accum", integer32(&o.gradient_accumulation_steps, 0, 1 << 20)},
       {"--zero_stage", integer32(&o.zero_stage, 0, 1)},

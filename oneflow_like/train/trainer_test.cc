@@ -208,6 +208,12 @@ TEST_F(TrainerTest, BadOptionsNameTheField) {
   o.gpt.n_head = 5;
   t = Trainer::Create(o, registry_.get());
   EXPECT_NE(t.status().message().find("n_head"), std::string::npos) << t.status();
+  o = TinyGpt();  // cuda placements plan (olplan) but do not run on this build
+  o.layout.device = DeviceType::kCuda;
+  t = Trainer::Create(o, registry_.get());
+  ASSERT_EQ(t.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_NE(t.status().message().find("--device=cuda"), std::string::npos) << t.status();
+  EXPECT_NE(t.status().message().find("olplan"), std::string::npos) << t.status();
 }
 
 TEST(TrainerFlagsTest, ParsesEveryFormAndNamesBadFlags) {
@@ -222,6 +228,8 @@ TEST(TrainerFlagsTest, ParsesEveryFormAndNamesBadFlags) {
   EXPECT_EQ(f->timeline_dir, "/tmp/t");
   EXPECT_DOUBLE_EQ(f->options.learning_rate, 0.1);
   EXPECT_TRUE(ParseTrainerFlags({"--help"})->help);
+  EXPECT_EQ(ParseTrainerFlags({"--device=cuda"})->options.layout.device, DeviceType::kCuda);
+  EXPECT_EQ(ParseTrainerFlags({})->options.layout.device, DeviceType::kCpu);
   EXPECT_NE(TrainerUsage().find("threads"), std::string::npos);
   struct Case {
     std::vector<std::string> args;
@@ -232,6 +240,7 @@ TEST(TrainerFlagsTest, ParsesEveryFormAndNamesBadFlags) {
                                          {{"--dp=0"}, "--dp: expected an integer >= 1"},
                                          {{"--model=cnn"}, "--model: expected mlp or gpt"},
                                          {{"--zero_stage=3"}, "--zero_stage"},
+                                         {{"--device=tpu"}, "--device: expected cpu or cuda"},
                                          {{"--batch"}, "--batch: missing value"},
                                          {{"steps"}, "unexpected argument 'steps'"}}) {
     absl::StatusOr<TrainerFlags> bad = ParseTrainerFlags(c.args);

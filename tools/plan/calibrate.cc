@@ -175,11 +175,20 @@ absl::StatusOr<Profile> LoadProfile(const std::string& path) {
     else if (key == "task_overhead_seconds") p.task_overhead_seconds = value;
     else if (key == "step_overhead_seconds") p.step_overhead_seconds = value;
     else if (key == "wakeup_seconds") p.wakeup_seconds = value;
-    else if (key == "cores" || key == "gemm_threads") {
-      if (value != static_cast<int32_t>(value) || value > 1 << 20) {
-        return absl::InvalidArgumentError(absl::StrCat(path, ":", line_no, ": ", key, " must be a whole number"));
+    else if (key == "same_node_alpha_seconds") p.same_node_alpha_seconds = value;
+    else if (key == "same_node_bytes_per_second") p.same_node_bytes_per_second = value;
+    else if (key == "cross_node_alpha_seconds") p.cross_node_alpha_seconds = value;
+    else if (key == "cross_node_bytes_per_second") p.cross_node_bytes_per_second = value;
+    else if (key == "cores" || key == "gemm_threads" || key == "ranks_per_node" || key == "device_per_rank") {
+      if (value != static_cast<int32_t>(value) || value > 1 << 20 || (key == "device_per_rank" && value > 1)) {
+        return absl::InvalidArgumentError(absl::StrCat(path, ":", line_no, ": ", key, " must be a whole number",
+                                                       key == "device_per_rank" ? " (0 or 1)" : ""));
       }
-      (key == "cores" ? p.cores : p.gemm_threads) = static_cast<int32_t>(value);
+      const int32_t whole = static_cast<int32_t>(value);
+      if (key == "cores") p.cores = whole;
+      else if (key == "gemm_threads") p.gemm_threads = whole;
+      else if (key == "ranks_per_node") p.ranks_per_node = whole;
+      else p.device_per_rank = whole == 1;
     }
     else return absl::InvalidArgumentError(absl::StrCat(path, ":", line_no, ": unknown key '", key, "'"));
   }
@@ -190,6 +199,11 @@ void ApplyProfile(const Profile& p, compiler::CostConfig* cost) {
   if (p.flops_per_second > 0) cost->flops_per_second = p.flops_per_second;
   if (p.memory_bytes_per_second > 0) cost->memory_bytes_per_second = p.memory_bytes_per_second;
   if (p.task_overhead_seconds > 0) cost->task_overhead_seconds = p.task_overhead_seconds;
+  if (p.same_node_alpha_seconds > 0) cost->same_node.alpha_seconds = p.same_node_alpha_seconds;
+  if (p.same_node_bytes_per_second > 0) cost->same_node.beta_seconds_per_byte = 1.0 / p.same_node_bytes_per_second;
+  if (p.cross_node_alpha_seconds > 0) cost->cross_node.alpha_seconds = p.cross_node_alpha_seconds;
+  if (p.cross_node_bytes_per_second > 0) cost->cross_node.beta_seconds_per_byte = 1.0 / p.cross_node_bytes_per_second;
+  if (p.ranks_per_node > 0) cost->ranks_per_node = p.ranks_per_node;
 }
 
 }  // namespace plan_tool

@@ -9,9 +9,16 @@
 //                            per hop, beyond the firings' own cost (a thread woken by a message)
 //   cores, gemm_threads      the machine's cores and the BLAS threads of the matmul measurement
 //                            (the simulator's core-aware processor sharing, plan_sim.h)
-// Link parameters keep the cost model's defaults (loopback TCP and 10 GbE figures).
+// Link parameters keep the cost model's defaults (loopback TCP and 10 GbE figures) unless a
+// profile sets them. A hand-written profile describes a machine that is not this one (e.g.
+// tools/plan/profiles/h100.txt: an 8-GPU H100 node on InfiniBand) with the optional keys
+//   same_node_alpha_seconds, same_node_bytes_per_second     link within a node (NVLink)
+//   cross_node_alpha_seconds, cross_node_bytes_per_second   link across nodes (one NIC per rank)
+//   ranks_per_node                                          ranks sharing a node's links
+//   device_per_rank = 1                                     each rank owns its device (a GPU):
+//                                                           ranks never share compute
 //
-// Profile file: "key = value" lines (the three above, plus host and date as comments).
+// Profile file: "key = value" lines (the keys above, plus host and date as comments).
 #ifndef ONEFLOW_LIKE_TOOLS_PLAN_CALIBRATE_H_
 #define ONEFLOW_LIKE_TOOLS_PLAN_CALIBRATE_H_
 
@@ -33,6 +40,11 @@ struct Profile {
   double wakeup_seconds = 0;         // a message to another thread: until it runs the next firing
   int32_t cores = 0;                 // the machine's cores (0: unknown, an older profile)
   int32_t gemm_threads = 0;          // BLAS threads of the flops_per_second measurement
+  // Optional (0 = the cost model's default; `olplan calibrate` leaves them 0).
+  double same_node_alpha_seconds = 0, same_node_bytes_per_second = 0;
+  double cross_node_alpha_seconds = 0, cross_node_bytes_per_second = 0;
+  int32_t ranks_per_node = 0;
+  bool device_per_rank = false;
   std::string path;  // where it was read from / written to
 };
 

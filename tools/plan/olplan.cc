@@ -79,7 +79,8 @@ Options:
   --json                   machine-readable output
   --device-memory SIZE     e.g. 16GiB, 80GB, 512MiB (memory)
   --op NAME                one op (sbp)
-  --ranks-per-node N       link classes: ranks r and s share a node when r/N == s/N (8)
+  --ranks-per-node N       link classes: ranks r and s share a node when r/N == s/N (the
+                           profile's ranks_per_node, else 8)
   --out FILE               (compile) where to write the plan
   --profile FILE           the cost profile to use / to write (calibrate); predictions are priced
                            with it (default ~/.cache/oneflow_like/olplan_profile.txt when present)
@@ -98,7 +99,7 @@ struct Args {
   bool profile_sbp = false;
   bool json = false;
   int32_t world = 0;
-  int32_t ranks_per_node = 8;
+  int32_t ranks_per_node = 0;  // 0: the profile's, else 8
   std::vector<std::string> trainer_flags;
   std::vector<std::string> positional;  // diff A B
   int32_t blas_threads = 0;               // --blas-threads (0: from the environment / olrun's share)
@@ -358,12 +359,15 @@ int Main(int argc, char** argv) {
       plan_tool::ApplyProfile(*p, &a.sim_cost);
       if (a.profile_sbp) plan_tool::ApplyProfile(*p, &a.sbp_cost);
       a.machine = *p;
-      std::fprintf(stderr, "olplan: cost profile %s (%.1f GFLOP/s, %.1f GB/s, %.2f us per firing)\n", profile_path.c_str(),
-                   p->flops_per_second / 1e9, p->memory_bytes_per_second / 1e9, p->task_overhead_seconds * 1e6);
+      if (a.ranks_per_node == 0) a.ranks_per_node = p->ranks_per_node;
+      std::fprintf(stderr, "olplan: cost profile %s (%.1f GFLOP/s, %.1f GB/s, %.2f us per firing%s)\n", profile_path.c_str(),
+                   p->flops_per_second / 1e9, p->memory_bytes_per_second / 1e9, p->task_overhead_seconds * 1e6,
+                   p->device_per_rank ? ", a device per rank" : "");
     } else if (!a.profile.empty() || p.status().code() != absl::StatusCode::kNotFound) {
       return Fail(p.status());
     }
   }
+  if (a.ranks_per_node == 0) a.ranks_per_node = 8;
   if (a.command == "diff") {
     if (a.positional.size() != 2) {
       std::fprintf(stderr, "olplan: diff takes two plans: olplan diff A B (plan files, .txt jobs or .cfg configs)\n");
@@ -430,6 +434,8 @@ int Main(int argc, char** argv) {
     sim_options.in_process = a.in_process;
     sim_options.cost = a.sim_cost;
     if (a.machine.has_value()) {
+      // A device per rank (a GPU profile): ranks never share compute.
+      if (a.machine->device_per_rank) sim_options.processor_sharing = false;
       sim_options.step_overhead_seconds = a.machine->step_overhead_seconds;
       sim_options.wakeup_seconds = a.machine->wakeup_seconds;
       if (a.machine->cores > 0 && a.machine->gemm_threads > 0) {  // core-aware sharing

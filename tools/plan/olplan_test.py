@@ -100,6 +100,38 @@ class GoldenMlp(unittest.TestCase):
                                                  "--boxing=collective", "--bucket_mb=0").stdout)
 
 
+class GpuProfile(unittest.TestCase):
+    """A hand-written GPU profile (tools/plan/profiles/h100.txt) prices a cuda job planned here."""
+    PROFILE = os.path.join(ROOT, "tools", "plan", "profiles", "h100.txt")
+
+    def test_prices_a_cuda_gpt_above_its_flop_bound(self):
+        flags = ["--model=gpt", "--device=cuda", "--vocab=1024", "--seq_len=1024", "--n_layer=4", "--n_embd=2048",
+                 "--n_head=16", "--batch=16", "--dp=2", "--tp=2", "--pp=2", "--micro_batches=4"]
+        r = run("simulate", "--profile", self.PROFILE, "--json", *flags)
+        self.assertIn("a device per rank", r.stderr)
+        step = json.loads(r.stdout)["step_seconds"]
+        # Matmul FLOPs per step: 6 x matmul parameters x tokens, spread over 8 GPUs at the
+        # profile's 494.7 TFLOP/s (attention adds more); the step cannot beat that, and with
+        # compute this large a sane price (pipeline bubble, element-wise ops at HBM speed, links,
+        # launches) is within 10x (measured: 5.7x).
+        params = 4 * 12 * 2048 * 2048 + 1024 * 2048
+        bound = 6.0 * params * 16 * 1024 / 8 / 4.947e14
+        self.assertGreater(step, bound)
+        self.assertLess(step, 10 * bound)
+        # The same job on this machine's default CPU costs is far slower.
+        cpu = json.loads(run("simulate", "--json", *flags).stdout)["step_seconds"]
+        self.assertGreater(cpu, 20 * step)
+        summary = json.loads(run("summary", "--profile", self.PROFILE, "--json", *flags).stdout)
+        self.assertEqual(summary["world_size"], 8)
+
+    def test_bad_profile_lines_are_named(self):
+        with tempfile.NamedTemporaryFile("w", suffix=".txt", delete=False) as f:
+            f.write("flops_per_second = 1e12\ndevice_per_rank = 2\n")
+        r = run("summary", "--job", MLP, "--profile", f.name, check=False)
+        self.assertNotEqual(r.returncode, 0)
+        self.assertIn(f.name + ":2: device_per_rank must be a whole number (0 or 1)", r.stderr)
+
+
 class Diff(unittest.TestCase):
     def test_data_vs_tensor_parallel(self):
         tp = os.path.join(HERE, "testdata", "mlp2_tp.txt")
