@@ -1,5 +1,5 @@
 """A decoder-only GPT written with ol.nn (the architecture of oltrain's GPT and of
-../shared/bench/torch_gpt.py: pre-LayerNorm blocks, causal attention, GELU MLP, untied head).
+tools/bench/peers/torch_gpt.py: pre-LayerNorm blocks, causal attention, GELU MLP, untied head).
 Layouts are set per parameter by name (`param_sbp`), Megatron style on the tensor axis."""
 import math
 

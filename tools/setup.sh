@@ -12,6 +12,7 @@ PKGS=(
   chromium                                                          # olplan html's page test (headless)
   libibverbs-dev                                                    # comm/ RDMA transport (built always; runs only with a device)
   libgloo-dev                                                       # comm/ gloo collectives (CPU)
+  iperf3                                                            # loopback TCP limit of tools/bench (all.sh, transport_bench.sh)
 )
 missing=()
 for p in "${PKGS[@]}"; do

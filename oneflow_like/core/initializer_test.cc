@@ -1,5 +1,5 @@
 // InitializeShard: every kind, shard semantics (a shard equals the slice of the whole), and
-// errors. Portable values are checked against numbers of ../shared/bench/torch_gpt.py (see
+// errors. Portable values are checked against numbers of tools/bench/peers/torch_gpt.py (see
 // random_test.cc for the producing command).
 #include "oneflow_like/core/initializer.h"
 

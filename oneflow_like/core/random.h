@@ -5,14 +5,14 @@
 //   PhiloxUniform(seed, i)  in [0, 1)   (24 random mantissa bits)
 //   PhiloxNormal(seed, i)   standard normal (Box-Muller on the counter's two uniforms)
 //
-// A second, "portable" generator reproduces ../shared/bench/torch_gpt.py's portable_uniform
+// A second, "portable" generator reproduces tools/bench/peers/peerlib.py's portable_uniform
 // bit-exactly (so a model's initial weights equal PyTorch's element for element):
 //   SplitMix64(x)                        Steele et al.'s 64-bit finalizer (wrapping arithmetic)
 //   PortableUniform(seed, stream, i)     (SplitMix64(seed<<48 | stream<<32 | i) >> 40) / 2^24
 //   PortableUniformValue(seed, stream, i, std)
 //                                        float(std * sqrt(3) * (2u - 1)), computed in double
 // e.g. SplitMix64(0) = 0xe220a8397b1dcdaf, PortableUniform(0, 0, 0) = 0.8833107948303223.
-// The key is OR-ed exactly as torch_gpt.py does (shifts wrap; a stream >= 2^16 or an index >=
+// The key is OR-ed exactly as peerlib.py does (shifts wrap; a stream >= 2^16 or an index >=
 // 2^32 overlaps the higher fields, as there).
 //
 // The Fill* functions fill a shard: `shard` has the physical shape, `info` says where it sits

@@ -182,12 +182,12 @@ TEST(FillTest, ShardedFillEqualsWholeFillForEveryLayout) {
   EXPECT_EQ(checked, 4 * 2 * 8);
 }
 
-// Known answers of ../shared/bench/torch_gpt.py, produced with numpy by
-//   cd /work/shared/bench && /usr/bin/python3 -c "import numpy as np, math
-//   from torch_gpt import splitmix64, portable_uniform
+// Known answers of tools/bench/peers/peerlib.py (torch_gpt.py's init), produced with numpy by
+//   cd tools/bench/peers && /usr/bin/python3 -c "import numpy as np
+//   from peerlib import splitmix64, portable_uniform, portable_values
 //   print([hex(int(v)) for v in splitmix64(np.array([0,1,0x123456789ABCDEF],dtype=np.uint64))])
 //   for seed,stream in [(0,0),(0,5),(7,3)]:
-//     u=portable_uniform(seed,stream,100000); w=(0.02*math.sqrt(3.0)*(2.0*u-1.0)).astype(np.float32)
+//     u=portable_uniform(seed,stream,100000); w=portable_values(seed,stream,100000,0.02)
 //     print(seed,stream,[repr(float(u[i])) for i in [0,1,2,99999]],[repr(float(w[i])) for i in [0,1,2,99999]])"
 TEST(PortableTest, SplitMix64KnownAnswers) {
   EXPECT_EQ(SplitMix64(0), 0xe220a8397b1dcdafull);

@@ -1,6 +1,6 @@
 // Model jobs: the standard workloads as logical graphs, with a parallel layout applied.
 //
-// BuildGptJob writes the decoder-only GPT of ../shared/bench/torch_gpt.py ("gpt-tiny" at the
+// BuildGptJob writes the decoder-only GPT of tools/bench/peers/torch_gpt.py ("gpt-tiny" at the
 // default config) with the C++ GraphBuilder:
 //   x = embedding(wte, idx) + wpe                       wte[V,C], wpe[T,C] (T = seq_len)
 //   per block (pre-LayerNorm, residual):

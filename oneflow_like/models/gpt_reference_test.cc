@@ -1,13 +1,13 @@
-// The GPT job against PyTorch (../shared/bench/torch_gpt.py) on a tiny config, without the
+// The GPT job against PyTorch (tools/bench/peers/torch_gpt.py) on a tiny config, without the
 // runtime: the job is evaluated on one device with whole tensors (reference_eval.h: the
 // test-only graph evaluator, the portable init on whole tensors, the exact gelu, SyntheticBatch
 // data). Reference numbers produced by /usr/bin/python3 with torch 1.13 (Debian's
 // python3-torch), one thread:
 //
-//   import sys; sys.path.insert(0, "/work/shared/bench"); import torch, torch_gpt as G
-//   torch.set_num_threads(1)
-//   c = G.GPTConfig(vocab=64, seq_len=16, n_layer=1, n_embd=32, n_head=2)
-//   m = G.init_weights(G.GPT(c), "portable", 0); opt = G.make_optimizer(m)
+//   import sys; sys.path.insert(0, "tools/bench/peers"); import peerlib; peerlib.torch_with_threads(1)
+//   import torch_gpt as G
+//   c = G.GptDims(vocab=64, seq_len=16, n_layer=1, n_embd=32, n_head=2)
+//   m = G.build("portable", 0, c); opt = G.adamw(m.parameters())
 //   for s in range(5):
 //       x, y = G.synthetic_batch(s, 2, c); opt.zero_grad(set_to_none=True)
 //       loss = m(x, y); loss.backward(); opt.step(); print(s, repr(loss.item()))

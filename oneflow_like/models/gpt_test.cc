@@ -37,7 +37,7 @@ int64_t TrainableParameters(const Graph& g) {
 }
 
 TEST_F(GptTest, DefaultConfigHasTorchGptParameterCount) {
-  // ../shared/bench/torch_gpt.py: "Parameter count: 4,240,896".
+  // tools/bench/peers/torch_gpt.py: "gpt-tiny has 4,240,896 parameters".
   EXPECT_EQ(GptParameterCount(GptConfig{}), 4240896);
   Graph g = BuildAndInfer(GptConfig{}, ParallelLayout{});
   EXPECT_EQ(TrainableParameters(g), 4240896);
@@ -85,10 +85,10 @@ TEST_F(GptTest, BadConfigsNameTheField) {
   EXPECT_NE(g.status().message().find("layout.dp"), std::string::npos) << g.status();
 }
 
-// torch_gpt.py's named_parameters() for GPTConfig(vocab=64, seq_len=16, n_layer=2, n_embd=32,
+// torch_gpt.py's named_parameters() for GptDims(vocab=64, seq_len=16, n_layer=2, n_embd=32,
 // n_head=2), with shapes, produced by
-//   cd /work/shared/bench && /usr/bin/python3 -c "from torch_gpt import GPT, GPTConfig
-//   m=GPT(GPTConfig(vocab=64, seq_len=16, n_layer=2, n_embd=32, n_head=2))
+//   cd tools/bench/peers && /usr/bin/python3 -c "from torch_gpt import Gpt, GptDims
+//   m=Gpt(GptDims(vocab=64, seq_len=16, n_layer=2, n_embd=32, n_head=2))
 //   print(', '.join('{\"%s\", {%s}}'%(n, ', '.join(map(str,p.shape))) for n,p in m.named_parameters()))"
 struct TorchParameter {
   const char* name;

@@ -1,5 +1,5 @@
 // The full W2 workload (gpt-tiny, batch 8, AdamW) for 20 steps on one device through the graph
-// evaluator, against ../shared/bench/gpt_loss_curve_portable_T1.txt (printed with 6 decimals
+// evaluator, against tools/bench/peers/gpt_loss_curve_portable_T1.txt (printed with 6 decimals
 // by `bench_gpt.py --threads 1 --curve 20 --init portable`). Tagged manual: about a minute
 // of eager CPU kernels; run it explicitly:
 //   bazel test //oneflow_like/models:gpt_w2_curve_test --test_output=all

@@ -1,4 +1,4 @@
-// The W1 "mlp" workload (../shared/bench/bench_mlp.py) as a logical training job, plus a
+// The W1 "mlp" workload (tools/bench/peers/bench_mlp.py) as a logical training job, plus a
 // deterministic synthetic data generator for it.
 //
 // BuildMlpJob writes `depth` Linear layers of torch's layout (weight [out, in], matmul with

@@ -1,4 +1,4 @@
-// The portable synthetic data of ../shared/bench/torch_gpt.py (synthetic_batch), bit-exact, so
+// The portable synthetic data of tools/bench/peers/torch_gpt.py (synthetic_batch), bit-exact, so
 // a GPT job fed by it sees exactly the tokens the PyTorch reference trains on.
 //
 // Sequence b of step `step`: r = SplitMix64((seed << 40) + (step << 20) + 0xABCDE + b) (wrapping

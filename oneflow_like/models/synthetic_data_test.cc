@@ -1,6 +1,6 @@
 // SyntheticBatch against torch_gpt.py's synthetic_batch. Expected values produced by
-//   cd /work/shared/bench && /usr/bin/python3 -c "from torch_gpt import synthetic_batch, GPTConfig
-//   c=GPTConfig(vocab=64, seq_len=16)
+//   cd tools/bench/peers && /usr/bin/python3 -c "from torch_gpt import synthetic_batch, GptDims
+//   c=GptDims(vocab=64, seq_len=16)
 //   for step,seed in [(0,0),(3,5)]:
 //     i,t=synthetic_batch(step,2,c,seed); print(step,seed,i.tolist(),t[:,-1].tolist())
 //   i,t=synthetic_batch(7,8); print(i[:,:4].tolist(), t[:,-1].tolist())"

@@ -37,13 +37,13 @@ transport); a layout with N ranks needs no launcher, but shares this machine's c
 
 Usage: oltrain [--flag=value | --flag value]...
 
-Workload (defaults: W1 of /work/shared/bench/README.md):
+Workload (defaults: W1 of tools/bench/peers/README.md):
   --model=mlp|gpt        mlp = W1 (Linear+ReLU stack, MSE, SGD), gpt = W2 gpt-tiny (AdamW)
   --batch=N              samples per STEP (mlp rows / gpt sequences); default 256 / 8
   --steps=N              steps to run (10)
   --warmup=N             first steps left out of the median step time (1)
   --lr=X                 learning rate; default SGD 0.01 (mlp), AdamW 3e-4 wd 0.01 (gpt)
-  --seed=N               initialization and data seed (0; torch_gpt.py's `seed`)
+  --seed=N               initialization and data seed (0; peers/torch_gpt.py's `seed`)
   --width=N --depth=N    mlp: Linear width (1024) and number of layers (4)
   --data_batches=N       mlp: distinct synthetic batches cycled (1 = fixed, as bench_mlp.py)
   --vocab=N --seq_len=N --n_layer=N --n_embd=N --n_head=N   gpt dims (2048, 128, 4, 256, 4)

@@ -1,5 +1,5 @@
 // W2 (gpt-tiny, batch 8, portable init, AdamW) trained by the trainer (compile + Session, one
-// rank) for 20 steps against ../shared/bench/gpt_loss_curve_portable_T1.txt (torch 1.13,
+// rank) for 20 steps against tools/bench/peers/gpt_loss_curve_portable_T1.txt (torch 1.13,
 // `bench_gpt.py --threads 1 --curve 20 --init portable`, 6 decimals). Tagged manual (~10-60 s
 // of real training); run it explicitly:
 //   bazel test -c opt //oneflow_like/train:trainer_w2_curve_test --test_output=all

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # 2-process data parallel, side by side: oneflow_like (tools/olrun, 2 processes, dp=2 over TCP)
-# vs PyTorch 1.13 DDP with gloo (../shared/bench/launch2.py + ddp_bench.py), for W1 (mlp) and
+# vs PyTorch 1.13 DDP with gloo (tools/bench/peers/launch.py + ddp_bench.py), for W1 (mlp) and
 # W2 (gpt-tiny), same global batch (256 rows / 8 sequences), one thread per process, the two
 # systems alternating (which goes first flips every round). Prints one line per run and the
 # medians over rounds with the ratio ours / DDP (< 1.0 = oneflow_like faster).
@@ -22,7 +22,7 @@ while [ $# -gt 0 ]; do
     *) echo "ddp_bench: unknown argument '$1' (see the header of $0)" >&2; exit 2 ;;
   esac
 done
-bench=/work/shared/bench
+bench="$PWD/tools/bench/peers"
 [ -f "$bench/ddp_bench.py" ] || { echo "ddp_bench: $bench/ddp_bench.py not found" >&2; exit 2; }
 /usr/bin/python3 -c "import torch" 2>/dev/null || { echo "ddp_bench: needs python3-torch (apt-get install python3-torch)" >&2; exit 2; }
 if [ -z "${OLTRAIN:-}" ]; then
@@ -45,7 +45,7 @@ ours() {  # $1 = mlp | gpt [$2 = oltrain binary] -> ms per step (median over the
     | sed -n 's/.*RESULT median_ms_per_step=\([0-9.]*\).*/\1/p'
 }
 ddp() {
-  (cd "$bench" && /usr/bin/python3 launch2.py --nproc 2 --port "$(port)" ddp_bench.py --workload "$1" 2>/dev/null) \
+  /usr/bin/python3 "$bench/launch.py" --nproc 2 --port "$(port)" "$bench/ddp_bench.py" --workload "$1" 2>/dev/null \
     | sed -n 's/.*ms_per_step median=\([0-9.]*\).*/\1/p'
 }
 median() { sort -g | awk '{v[NR]=$1} END {print (NR%2 ? v[(NR+1)/2] : (v[NR/2]+v[NR/2+1])/2)}'; }

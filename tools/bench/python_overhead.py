@@ -1,6 +1,6 @@
 """What the Python API costs (printed numbers, not a test).
 
-1. The W2 GPT step (../shared/bench's gpt-tiny: vocab 2048, seq 128, 4 layers, 256 wide, 4 heads,
+1. The W2 GPT step (tools/bench/peers' gpt-tiny: vocab 2048, seq 128, 4 layers, 256 wide, 4 heads,
    batch 8, AdamW) defined in Python (examples/gpt_model.py) and run through nn.Graph on one rank,
    median ms per step; tools/bench/python_bench.sh runs oltrain's W2 next to it and prints the ratio.
 2. An eager op round trip (add of two [64] tensors; a cached compiled plan per call) next to

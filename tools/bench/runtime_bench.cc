@@ -8,7 +8,7 @@
 //   (3) hop latency: ONE piece per step through a chain alternating between two threads
 //       (a ping-pong), so exactly one actor works at a time; microseconds per hop = step time /
 //       edges of the chain. The same on one thread gives the cost of a same-thread hop.
-//   (4) reference: /work/shared/bench/bench_op_overhead.py (PyTorch eager, 1 thread; us per
+//   (4) reference: tools/bench/peers/bench_op_overhead.py (PyTorch eager, 1 thread; us per
 //       in-place and out-of-place add on 16 floats), run via popen between our repetitions.
 //
 // TICK is the cheapest task type the runtime has: its body is an empty function; its registers
@@ -20,6 +20,10 @@
 //
 // Usage (build optimized; a fastbuild binary measures -O0 code):
 //   bazel run -c opt //tools/bench:runtime_bench -- [--rounds 3] [--no_torch] [--spin_polls N]
+//       [--torch_script PATH]
+// The peer script is found as --torch_script, else in the workspace under `bazel run`
+// (BUILD_WORKSPACE_DIRECTORY), else in the binary's runfiles (a data dependency), else as
+// tools/bench/peers/bench_op_overhead.py from the current directory (the repository root).
 // --spin_polls sets RuntimeEnv.idle_spin_polls (polls of an empty mailbox before a thread
 // sleeps; default: the runtime's default; 0 = sleep at once).
 #include <algorithm>
@@ -32,6 +36,8 @@
 #include <string>
 #include <thread>
 #include <vector>
+
+#include <unistd.h>
 
 #include "absl/strings/str_cat.h"
 #include "oneflow_like/actor/runtime.h"
@@ -145,11 +151,25 @@ struct TorchResult {
   bool ok = false;
 };
 
-TorchResult RunTorch(int reps) {
+// Where the PyTorch peer is (see the header); `flag` is --torch_script's value ("" if not given).
+std::string PeerScript(const std::string& flag, const char* argv0) {
+  if (!flag.empty()) return flag;
+  const std::string relative = "tools/bench/peers/bench_op_overhead.py";
+  std::vector<std::string> candidates;
+  if (const char* workspace = std::getenv("BUILD_WORKSPACE_DIRECTORY")) {
+    candidates.push_back(absl::StrCat(workspace, "/", relative));
+  }
+  candidates.push_back(absl::StrCat(argv0, ".runfiles/oneflow_like/", relative));
+  for (const std::string& path : candidates) {
+    if (access(path.c_str(), R_OK) == 0) return path;
+  }
+  return relative;
+}
+
+TorchResult RunTorch(const std::string& script, int reps) {
   TorchResult result;
-  const std::string command = absl::StrCat(
-      "/usr/bin/python3 /work/shared/bench/bench_op_overhead.py --threads 1 --n 1000 --warmup 5 --reps ", reps,
-      " 2>&1");
+  const std::string command = absl::StrCat("/usr/bin/python3 '", script,
+                                           "' --threads 1 --n 1000 --warmup 5 --reps ", reps, " 2>&1");
   FILE* pipe = popen(command.c_str(), "r");
   if (pipe == nullptr) return result;
   char line[1024];
@@ -169,11 +189,14 @@ int Main(int argc, char** argv) {
   int rounds = 3;
   bool torch = true;
   int64_t spin_polls = -1;  // the runtime's default
+  std::string torch_script;
   for (int i = 1; i < argc; ++i) {
     if (std::strcmp(argv[i], "--spin_polls") == 0 && i + 1 < argc) spin_polls = std::atoll(argv[++i]);
     if (std::strcmp(argv[i], "--rounds") == 0 && i + 1 < argc) rounds = std::max(1, std::atoi(argv[++i]));
     if (std::strcmp(argv[i], "--no_torch") == 0) torch = false;
+    if (std::strcmp(argv[i], "--torch_script") == 0 && i + 1 < argc) torch_script = argv[++i];
   }
+  torch_script = PeerScript(torch_script, argv[0]);
   // Throughput chains: 64 ticks, enough pieces for ~1-2 s per step at a few million acts/s.
   constexpr int kChainHops = 64;
   constexpr int64_t kChainPieces = 60000;  // 60000 * 66 = 3.96M acts per step
@@ -195,9 +218,10 @@ int Main(int argc, char** argv) {
     hop_cross.push_back(MicrosPerHop(ping_pong.get(), kLatencyHops, kLatencySteps));
     hop_same.push_back(MicrosPerHop(same_thread.get(), kLatencyHops, kLatencySteps));
     if (torch) {
-      const TorchResult t = RunTorch(/*reps=*/11);
+      const TorchResult t = RunTorch(torch_script, /*reps=*/11);
       if (!t.ok) {
-        std::printf("PyTorch reference failed (is /usr/bin/python3 with torch installed?); use --no_torch\n");
+        std::printf("PyTorch reference %s failed (is /usr/bin/python3 with torch installed?); use --no_torch\n",
+                    torch_script.c_str());
         torch = false;
       } else {
         torch_in.push_back(t.inplace_us);

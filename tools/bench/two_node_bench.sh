@@ -5,7 +5,7 @@
 # 1 thread. Rows (median over --rounds of each run's median ms/step; ours and DDP alternate):
 #   W2 dp=2        2 nodes x 1 process: gpt-tiny with ddp_bench.sh's exact W2 flags; ours with
 #                  --boxing=p2p and --boxing=collective (gloo; gradient buckets --bucket_mb 4 and
-#                  1), torch DDP gloo (/work/shared/bench/ddp_bench.py --workload gpt, one rank
+#                  1), torch DDP gloo (tools/bench/peers/ddp_bench.py --workload gpt, one rank
 #                  started per namespace with GLOO_SOCKET_IFNAME = its veth)
 #   main dp2 x tp2 2 nodes x 2 processes: configs/gpt_4rank.cfg (tp pairs inside a node, dp
 #                  across the link), p2p and collective; DDP has no tensor parallelism, so its
@@ -44,7 +44,7 @@ done
 source tools/netns_pair.sh
 why="$(netns_pair_why_not)"
 if [ -n "$why" ]; then echo "two_node_bench: SKIPPED: $why"; exit 0; fi
-bench=/work/shared/bench
+bench="$repo/tools/bench/peers"
 [ -f "$bench/ddp_bench.py" ] || { echo "two_node_bench: $bench/ddp_bench.py not found" >&2; exit 2; }
 py=/usr/bin/python3
 $py -c "import torch" 2>/dev/null || { echo "two_node_bench: needs python3-torch (apt-get install python3-torch)" >&2; exit 2; }

@@ -1,13 +1,13 @@
-"""The torch side of tools/bench/two_node_bench.sh that /work/shared/bench/ddp_bench.py lacks.
+"""The torch side of tools/bench/two_node_bench.sh that tools/bench/peers/ddp_bench.py lacks.
 
 One process per rank, env:// rendezvous (MASTER_ADDR, MASTER_PORT, WORLD_SIZE, RANK; set
 GLOO_SOCKET_IFNAME to the rank's interface), gloo, one thread (OMP/OpenBLAS threads set by the
 caller). Rank 0 prints one RESULT line.
 
   ddp_main  : PyTorch DDP (gloo) of the main job's model (configs/gpt_4rank.cfg: GPT vocab 256,
-              seq 64, 2 layers x 128 wide, 4 heads; torch_gpt.py's architecture), global batch
-              16 split over WORLD_SIZE ranks, AdamW lr 3e-3, synthetic batches of the same shape
-              (the text is irrelevant to speed). DDP has no tensor parallelism: with WORLD_SIZE=4
+              seq 64, 2 layers x 128 wide, 4 heads; peers/torch_gpt.py's architecture and portable
+              init), global batch 16 split over WORLD_SIZE ranks, AdamW lr 3e-3, synthetic batches
+              of the same shape (the text is irrelevant to speed). DDP has no tensor parallelism: with WORLD_SIZE=4
               this is dp=4, the DDP equivalent of the main job's dp=2 x tp=2 on 4 processes.
               RESULT ddp_main world=W ms_per_step median=M min=.. max=..   (means over --iters)
   allreduce : gloo all_reduce(SUM) of --bytes of float32, in place, waited for: as ONE tensor, and
@@ -23,8 +23,7 @@ import statistics
 import sys
 import time
 
-BENCH = "/work/shared/bench"
-sys.path.insert(0, BENCH)
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "peers"))
 
 
 def timed(step, warmup, reps, iters):
@@ -70,9 +69,8 @@ def main():
     else:
         import torch_gpt as G
         from torch.nn.parallel import DistributedDataParallel as DDP
-        c = G.GPTConfig(vocab=256, seq_len=64, n_layer=2, n_embd=128, n_head=4)
-        torch.manual_seed(0)
-        m = G.init_weights(G.GPT(c))
+        c = G.GptDims(vocab=256, seq_len=64, n_layer=2, n_embd=128, n_head=4)
+        m = G.build("portable", 0, c)
         # gloo cannot broadcast the bool causal masks (identical everywhere): keep them out of DDP's sync.
         DDP._set_params_and_buffers_to_ignore_for_model(m, [k for k, _ in m.named_buffers() if k.endswith("mask")])
         model = DDP(m)

@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
-# Side-by-side benchmark of the standard workloads (/work/shared/bench/README.md) on ONE rank:
-# oneflow_like's trainer (tools/train:oltrain, -c opt) vs PyTorch 1.13 eager (bench_mlp.py /
-# bench_gpt.py under /usr/bin/python3), alternating the two systems (which one goes first flips
-# every round), several rounds, then medians over rounds and the ratio ours / torch (< 1.0 =
-# oneflow_like faster). Memory: oneflow_like's planned peak bytes per rank (from the plan) and
-# its process peak RSS (/usr/bin/time) next to torch's peak RSS (ru_maxrss, incl. `import torch`).
-# Fair settings per the README: OMP_NUM_THREADS=T OPENBLAS_NUM_THREADS=T for both systems, and
-# OMP_WAIT_POLICY=PASSIVE when T=2.
+# Side-by-side benchmark of the standard workloads (tools/bench/peers/README.md) on ONE rank:
+# oneflow_like's trainer (tools/train:oltrain, -c opt) vs PyTorch 1.13 eager (peers/bench_mlp.py,
+# peers/bench_gpt.py under /usr/bin/python3: the same portable init and data), alternating the
+# two systems (which one goes first flips every round), several rounds, then medians over rounds
+# and the ratio ours / torch (< 1.0 = oneflow_like faster). Memory: oneflow_like's planned peak
+# bytes per rank (from the plan) and its process peak RSS (/usr/bin/time) next to torch's peak
+# RSS (ru_maxrss, incl. `import torch`). Fair settings (peers/README.md): OMP_NUM_THREADS=T
+# OPENBLAS_NUM_THREADS=T for both systems, and OMP_WAIT_POLICY=PASSIVE when T=2.
 #
 # Usage: tools/bench/workload_bench.sh [--rounds 3] [--threads "1 2"] [--workloads "mlp gpt"]
 #   OLTRAIN=/path/to/oltrain   skip the build and use this binary
@@ -28,7 +28,7 @@ while [[ $# -gt 0 ]]; do
     *) echo "workload_bench.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
   esac
 done
-BENCH=/work/shared/bench
+BENCH="$PWD/tools/bench/peers"
 PY=/usr/bin/python3
 if ! "$PY" -c "import torch" 2>/dev/null; then
   echo "workload_bench.sh: $PY lacks torch: apt-get install python3-torch" >&2; exit 1
@@ -43,9 +43,9 @@ trap 'rm -rf "$TMP"' EXIT
 
 run_torch() {  # workload threads -> "ms rss_mib"
   local w="$1" t="$2" args
-  if [[ "$w" == mlp ]]; then args="bench_mlp.py --threads $t --warmup 3 --reps 3 --iters 5"
-  else args="bench_gpt.py --threads $t --init portable --warmup 2 --reps 3 --iters 3"; fi
-  (cd "$BENCH" && env OMP_NUM_THREADS="$t" OPENBLAS_NUM_THREADS="$t" $WAIT $PY $args) > "$TMP/torch.out"
+  if [[ "$w" == mlp ]]; then args=("$BENCH/bench_mlp.py" --threads "$t" --warmup 3 --reps 3 --iters 5)
+  else args=("$BENCH/bench_gpt.py" --threads "$t" --init portable --warmup 2 --reps 3 --iters 3); fi
+  env OMP_NUM_THREADS="$t" OPENBLAS_NUM_THREADS="$t" $WAIT "$PY" "${args[@]}" > "$TMP/torch.out"
   local line; line="$(grep '^RESULT' "$TMP/torch.out")"
   # " median=" (with the space): the line also has gflops_median=, which is not a time.
   echo "$(sed -E 's/.* median=([0-9.]+).*/\1/' <<<"$line") $(sed -E 's/.*peak_rss_mib=([0-9.]+).*/\1/' <<<"$line")"
