@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
+#include <thread>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -52,30 +53,51 @@ absl::StatusOr<std::unique_ptr<ControlClient>> ControlClient::Connect(ControlOpt
   }
   const std::string where = absl::StrCat(options.master_address, ":", options.master_port);
   const int64_t deadline_ms = MonotonicMs() + options.connect_timeout_ms;
-  // DialTcp retries while the server is not listening yet.
-  absl::StatusOr<ScopedFd> connected = DialTcp(where, absl::Now() + absl::Milliseconds(options.connect_timeout_ms));
-  if (!connected.ok()) {
-    if (connected.status().code() == absl::StatusCode::kInvalidArgument) return connected.status();
-    return absl::UnavailableError(absl::StrCat("rank ", rank, " could not reach the control server at ", where,
-                                               " within ", options.connect_timeout_ms, " ms (",
-                                               connected.status().message(),
-                                               "); hint: is rank 0 running, and are address and port right?"));
-  }
-  const int fd = connected->release();  // non-blocking; every wait below is a poll() with a deadline
   ControlMessage hello;
   hello.type = MessageType::kHello;
   hello.key = options.job_token;
   hello.value = host;
   hello.a = rank;
   hello.b = getpid();
-  const int64_t answer_deadline_ms = std::max(deadline_ms, MonotonicMs() + options.heartbeat_timeout_ms);
-  std::string buffer;
-  absl::Status sent = WriteAllBefore(fd, EncodeControlMessage(hello),
-                                     absl::Now() + absl::Milliseconds(answer_deadline_ms - MonotonicMs()), where);
-  absl::StatusOr<ControlMessage> welcome =
-      sent.ok() ? ReadFrame(fd, &buffer, options.max_message_bytes, answer_deadline_ms) : sent;
-  if (!welcome.ok() || welcome->type != MessageType::kWelcome || welcome->code != 0) {
+  hello.code = options.restart_round;
+  while (true) {
+    // DialTcp retries while the server is not listening yet.
+    absl::StatusOr<ScopedFd> connected = DialTcp(where, absl::Now() + absl::Milliseconds(deadline_ms - MonotonicMs()));
+    if (!connected.ok()) {
+      if (connected.status().code() == absl::StatusCode::kInvalidArgument) return connected.status();
+      return absl::UnavailableError(absl::StrCat("rank ", rank, " could not reach the control server at ", where,
+                                                 " within ", options.connect_timeout_ms, " ms (",
+                                                 connected.status().message(),
+                                                 "); hint: is rank 0 running, and are address and port right?"));
+    }
+    const int fd = connected->release();  // non-blocking; every wait below is a poll() with a deadline
+    const int64_t answer_deadline_ms = std::max(deadline_ms, MonotonicMs() + options.heartbeat_timeout_ms);
+    std::string buffer;
+    absl::Status sent = WriteAllBefore(fd, EncodeControlMessage(hello),
+                                       absl::Now() + absl::Milliseconds(answer_deadline_ms - MonotonicMs()), where);
+    absl::StatusOr<ControlMessage> welcome =
+        sent.ok() ? ReadFrame(fd, &buffer, options.max_message_bytes, answer_deadline_ms) : sent;
+    if (welcome.ok() && welcome->type == MessageType::kWelcome && welcome->code == 0) {
+      std::unique_ptr<ControlClient> client(new ControlClient(std::move(options), rank, std::move(host), fd));
+      client->master_host_ = welcome->value;
+      client->master_pid_ = welcome->b;
+      // `buffer` may already hold the master's first heartbeat.
+      client->reader_ = std::thread([c = client.get(), rest = std::move(buffer)]() mutable { c->ReaderLoop(std::move(rest)); });
+      return client;
+    }
     close(fd);
+    const bool earlier_round = welcome.ok() && welcome->type == MessageType::kWelcome &&
+                               welcome->a < options.restart_round;
+    if (earlier_round) {  // the master of a failed round, about to exit: wait for this round's
+      if (MonotonicMs() + 100 < deadline_ms) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(100));
+        continue;
+      }
+      return absl::UnavailableError(absl::StrCat("rank ", rank, " of restart round ", options.restart_round,
+                                                 " found only a control server of round ", welcome->a, " at ", where,
+                                                 " within ", options.connect_timeout_ms,
+                                                 " ms; hint: is rank 0 of this round running?"));
+    }
     absl::Status status = !welcome.ok() ? welcome.status()
                           : welcome->type != MessageType::kWelcome
                               ? absl::UnavailableError(absl::StrCat("expected Welcome, got ",
@@ -84,12 +106,6 @@ absl::StatusOr<std::unique_ptr<ControlClient>> ControlClient::Connect(ControlOpt
     return absl::Status(status.code(), absl::StrCat("control server at ", where, " refused rank ", rank, " (host ",
                                                     host, "): ", status.message()));
   }
-  std::unique_ptr<ControlClient> client(new ControlClient(std::move(options), rank, std::move(host), fd));
-  client->master_host_ = welcome->value;
-  client->master_pid_ = welcome->b;
-  // `buffer` may already hold the master's first heartbeat.
-  client->reader_ = std::thread([c = client.get(), rest = std::move(buffer)]() mutable { c->ReaderLoop(std::move(rest)); });
-  return client;
 }
 
 ControlClient::~ControlClient() {

@@ -22,8 +22,13 @@
 // failure handler runs once on the client's thread (or at once on the caller's thread if it is
 // installed after the failure). Abort() on this rank sets health() but does not call the handler.
 //
-// Errors: Connect gives Unavailable when no server answers within connect_timeout_ms,
-// PermissionDenied for a wrong token, InvalidArgument for a rank out of range, AlreadyExists for
+// Restart rounds (ControlOptions::restart_round): a server of an EARLIER round than the client
+// is a master about to exit (its job failed), so Connect keeps retrying until a server of the
+// client's round answers or connect_timeout_ms passes; a server of a LATER round refuses the
+// client for good (FailedPrecondition naming both rounds: this rank is stale).
+//
+// Errors: Connect gives Unavailable when no server answers within connect_timeout_ms (also when
+// only a server of an earlier round did), PermissionDenied for a wrong token, InvalidArgument for a rank out of range, AlreadyExists for
 // a rank registered twice. Get/Barrier give DeadlineExceeded after their timeout (a barrier names
 // how many ranks arrived). No call waits longer than its timeout plus heartbeat_timeout_ms.
 // Thread-safety: every method is thread-safe. The handler must not destroy the client.

@@ -220,6 +220,12 @@ void ControlServer::HandleHello(uint64_t id, Connection& connection, const Contr
   absl::Status refusal;
   if (message.key != options_.job_token) {
     refusal = absl::PermissionDeniedError("wrong job token; hint: every rank must be started with the same job token");
+  } else if (message.code != options_.restart_round) {
+    refusal = absl::FailedPreconditionError(absl::StrCat(
+        "the rank is of restart round ", message.code, " but the job is at round ", options_.restart_round,
+        message.code < options_.restart_round
+            ? "; hint: a stale rank of an earlier round is still running, stop it"
+            : "; hint: the master is of an earlier round and should exit soon"));
   } else if (message.a < 0 || message.a >= options_.world_size) {
     refusal = absl::InvalidArgumentError(absl::StrCat("rank ", message.a, " is out of range: the job has world_size ",
                                                       options_.world_size, " (ranks 0..", options_.world_size - 1,
@@ -233,6 +239,7 @@ void ControlServer::HandleHello(uint64_t id, Connection& connection, const Contr
   }
   ControlMessage welcome;
   welcome.type = MessageType::kWelcome;
+  welcome.a = options_.restart_round;
   if (!refusal.ok()) {
     welcome.code = static_cast<int32_t>(refusal.code());
     welcome.value = std::string(refusal.message());

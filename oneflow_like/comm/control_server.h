@@ -3,7 +3,8 @@
 //   - authentication: the first message of every connection must be a Hello carrying the job
 //     token; a wrong token, garbage bytes or an oversized frame close that connection (logged to
 //     stderr with the remote address) while the job goes on;
-//   - registration: each rank in [0, world_size) registers once (host name and pid);
+//   - registration: each rank in [0, world_size) registers once (host name and pid); a rank of
+//     another restart round (ControlOptions::restart_round) is refused naming both rounds;
 //   - a key-value store with blocking Get, atomic counters (Add) and named barriers;
 //   - liveness: heartbeats both ways. A registered rank that is silent for longer than
 //     heartbeat_timeout_ms, or whose connection closes without deregistering, fails the job:

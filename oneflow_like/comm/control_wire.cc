@@ -45,6 +45,7 @@ absl::Status ValidateControlOptions(const ControlOptions& options) {
                             ") must exceed heartbeat_interval_ms (", options.heartbeat_interval_ms,
                             "); hint: use a timeout of several intervals"));
   }
+  if (options.restart_round < 0) return bad(absl::StrCat("restart_round is ", options.restart_round, "; it must be >= 0"));
   if (options.max_message_bytes < 1024) {
     return bad(absl::StrCat("max_message_bytes is ", options.max_message_bytes, "; it must be >= 1024"));
   }

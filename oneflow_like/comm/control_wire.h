@@ -37,14 +37,19 @@ struct ControlOptions {
   int64_t heartbeat_interval_ms = 500;
   int64_t heartbeat_timeout_ms = 5000;  // silence longer than this = the peer is dead
   int64_t max_message_bytes = 16 << 20;
+  // The launcher's restart round (olrun --max-restarts; OL_RESTART_ROUND): the server refuses a
+  // client of another round, so a stale rank of an earlier round cannot join a restarted job.
+  int32_t restart_round = 0;
 };
 
 // InvalidArgument naming the bad field (e.g. a non-positive world size or timeout).
 absl::Status ValidateControlOptions(const ControlOptions& options);
 
 enum class MessageType : uint8_t {
-  kHello = 1,     // client -> server, first message: key = job token, value = host, a = rank, b = pid
-  kWelcome,       // server -> client: code = status of the Hello, value = error or master host, b = pid
+  kHello = 1,     // client -> server, first message: key = job token, value = host, a = rank, b = pid,
+                  // code = the client's restart round
+  kWelcome,       // server -> client: code = status of the Hello, value = error or master host, b = pid,
+                  // a = the server's restart round
   kHeartbeat,     // both ways: a = last step (client -> server)
   kSet,           // key, value
   kGet,           // key, a = timeout ms

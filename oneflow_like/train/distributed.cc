@@ -56,6 +56,21 @@ absl::StatusOr<DistributedEnv> DistributedEnvFromEnviron() {
   env.rank = static_cast<int32_t>(rank);
   ASSIGN_OR_RETURN(int64_t local_rank, Integer("LOCAL_RANK", false, 0, 0, 1 << 20));
   env.local_rank = static_cast<int32_t>(local_rank);
+  ASSIGN_OR_RETURN(int64_t local_world, Integer("LOCAL_WORLD_SIZE", false, 1, 1, world));
+  env.local_world_size = static_cast<int32_t>(local_world);
+  ASSIGN_OR_RETURN(int64_t node_rank, Integer("NODE_RANK", false, rank / local_world, 0, world - 1));
+  env.node_rank = static_cast<int32_t>(node_rank);
+  if (int64_t{env.node_rank} * local_world + local_rank != rank) {
+    if (std::getenv("LOCAL_WORLD_SIZE") != nullptr || std::getenv("NODE_RANK") != nullptr) {
+      return absl::InvalidArgumentError(absl::StrCat("RANK=", rank, " is not NODE_RANK=", env.node_rank,
+                                                     " x LOCAL_WORLD_SIZE=", local_world, " + LOCAL_RANK=", local_rank,
+                                                     " (olrun numbers the ranks node by node)"));
+    }
+    env.node_rank = static_cast<int32_t>(rank);  // no node information: a node per rank
+    env.local_world_size = 1;
+  }
+  ASSIGN_OR_RETURN(int64_t round, Integer("OL_RESTART_ROUND", false, 0, 0, 1 << 30));
+  env.restart_round = static_cast<int32_t>(round);
   ASSIGN_OR_RETURN(env.master_address, Variable("MASTER_ADDR", true));
   ASSIGN_OR_RETURN(int64_t port, Integer("MASTER_PORT", true, 0, 1, 65535));
   env.master_port = static_cast<int32_t>(port);
@@ -95,6 +110,7 @@ absl::StatusOr<std::unique_ptr<DistributedContext>> DistributedContext::Create(c
   control.connect_timeout_ms = env.connect_timeout_ms;
   control.heartbeat_timeout_ms = env.heartbeat_timeout_ms;
   control.heartbeat_interval_ms = std::max<int64_t>(20, env.heartbeat_timeout_ms / 10);
+  control.restart_round = env.restart_round;
   if (env.rank == 0) {
     absl::StatusOr<std::unique_ptr<comm::ControlServer>> server = comm::ControlServer::Start(control);
     if (!server.ok()) {

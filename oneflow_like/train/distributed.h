@@ -40,6 +40,11 @@ struct DistributedEnv {
   int32_t rank = 0;             // RANK
   int32_t world_size = 1;       // WORLD_SIZE
   int32_t local_rank = 0;       // LOCAL_RANK (default 0)
+  // The node this rank runs on: NODE_RANK and LOCAL_WORLD_SIZE (olrun sets both; without them
+  // every rank counts as a node of its own). Ranks of node n are n*L .. n*L+L-1.
+  int32_t node_rank = 0;
+  int32_t local_world_size = 1;
+  int32_t restart_round = 0;    // OL_RESTART_ROUND (olrun --max-restarts; default 0)
   std::string master_address;   // MASTER_ADDR
   int32_t master_port = 0;      // MASTER_PORT
   std::string job_token;        // OL_JOB_TOKEN (required)

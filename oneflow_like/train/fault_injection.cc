@@ -21,18 +21,22 @@ void MaybeInjectFault(const std::string& phase, int32_t rank, int64_t step) {
   for (absl::string_view part : absl::StrSplit(spec, ',')) {
     std::vector<std::string> kv = absl::StrSplit(part, absl::MaxSplits('=', 1));
     if (kv.size() != 2) {
-      std::fprintf(stderr, "OL_FAULT_INJECT='%s': expected rank=R,at=PHASE[,step=S]; ignored\n", spec);
+      std::fprintf(stderr, "OL_FAULT_INJECT='%s': expected rank=R,at=PHASE[,step=S][,round=K]; ignored\n", spec);
       return;
     }
     fields[kv[0]] = kv[1];
   }
-  int64_t target_rank = -1, target_step = -1;
+  int64_t target_rank = -1, target_step = -1, target_round = -1, round = 0;
   if (!absl::SimpleAtoi(fields["rank"], &target_rank) || fields["at"].empty() ||
-      (fields.count("step") && !absl::SimpleAtoi(fields["step"], &target_step))) {
-    std::fprintf(stderr, "OL_FAULT_INJECT='%s': expected rank=R,at=PHASE[,step=S]; ignored\n", spec);
+      (fields.count("step") && !absl::SimpleAtoi(fields["step"], &target_step)) ||
+      (fields.count("round") && !absl::SimpleAtoi(fields["round"], &target_round))) {
+    std::fprintf(stderr, "OL_FAULT_INJECT='%s': expected rank=R,at=PHASE[,step=S][,round=K]; ignored\n", spec);
     return;
   }
+  const char* round_text = std::getenv("OL_RESTART_ROUND");
+  if (round_text != nullptr && !absl::SimpleAtoi(round_text, &round)) round = 0;
   if (target_rank != rank || fields["at"] != phase || (phase == "step" && target_step != step)) return;
+  if (fields.count("round") && target_round != round) return;
   std::fprintf(stderr, "OL_FAULT_INJECT: rank %d kills itself (SIGKILL) at %s%s\n", rank, phase.c_str(),
                phase == "step" ? (" " + std::to_string(step)).c_str() : "");
   std::fflush(stderr);

@@ -7,7 +7,12 @@ resume after a crash continues the loss curve of an uninterrupted run exactly, a
 another layout (resharding) to tolerance; garbage and wrong tokens sent to the master port do
 not disturb a running job; a layout that does not fit the world is refused; --timeline under
 olrun writes one trace per rank whose cross-rank flows match; OL_TRANSPORT is validated, and
-the RDMA transport without a device fails the job with a clear message.
+the RDMA transport without a device fails the job with a clear message. Restarts: with
+--max-restarts 1 a rank killed mid-training (first round only) costs one restart and the losses
+equal an uninterrupted run's, on one node and on two olrun "nodes"; with 0 the job fails as
+before; a stale rank of an earlier restart round is refused at the rendezvous. Preflight: a node
+with another checkpoint directory, too little memory or another trainer binary fails the job
+before training with one line naming the node (exit 3, not restarted).
 """
 import json
 import os
@@ -52,11 +57,11 @@ def run_local(args):
     return losses(p.stdout)
 
 
-def olrun(nproc, args, env_extra=None, expect_ok=True):
+def olrun(nproc, args, env_extra=None, expect_ok=True, flags=()):
     env = dict(os.environ, OLRUN_TRAINER=OLTRAIN, OL_HEARTBEAT_TIMEOUT_MS="1500")
     env.update(env_extra or {})
-    cmd = [OLRUN, "--nproc-per-node", str(nproc), "--master-addr", "127.0.0.1", "--master-port", str(free_port()),
-           "--config", os.path.join(ROOT, "configs/gpt_tiny.cfg")] + TINY + args
+    cmd = [OLRUN, "--nproc-per-node", str(nproc), "--master-addr", "127.0.0.1", "--master-port", str(free_port())]
+    cmd += list(flags) + ["--config", os.path.join(ROOT, "configs/gpt_tiny.cfg")] + TINY + args
     start = time.time()
     p = subprocess.run(cmd, capture_output=True, text=True, timeout=HANG_GUARD_S, env=env)
     out = p.stdout + p.stderr
@@ -211,6 +216,110 @@ def test_transport_choice_is_validated_and_rdma_without_a_device_fails_clearly()
     assert code != 0
     assert "OL_TRANSPORT=ibverbs: no RDMA device found" in out, out
     assert "job FAILED" in out and seconds < 60, out
+
+
+def olrun_two_nodes(args, env_nodes=({}, {}), flags=(), expect_ok=True):
+    """Two olrun "nodes" on loopback (1 rank each, --nnodes 2), started together like two hosts.
+    What differs on node i: env_nodes[i], and args[i] when args is a tuple of two lists.
+    Returns [(exit code, output)] per node."""
+    port = free_port()
+    procs = []
+    for node, extra in enumerate(env_nodes):
+        env = dict(os.environ, OLRUN_TRAINER=OLTRAIN, OL_HEARTBEAT_TIMEOUT_MS="1500", OL_JOB_TOKEN="two-node-token",
+                   OL_CONNECT_TIMEOUT_MS="20000")
+        env.update(extra)
+        node_args = args[node] if isinstance(args, tuple) else args
+        cmd = [OLRUN, "--nnodes", "2", "--node-rank", str(node), "--nproc-per-node", "1", "--master-addr",
+               "127.0.0.1", "--master-port", str(port)] + list(flags) + [
+               "--config", os.path.join(ROOT, "configs/gpt_tiny.cfg")] + TINY + node_args
+        procs.append(subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env))
+    results = []
+    for p in procs:
+        out, _ = p.communicate(timeout=HANG_GUARD_S)
+        results.append((p.returncode, out))
+    if expect_ok:
+        assert all(code == 0 for code, _ in results), results
+    return results
+
+
+CURVE = ["--steps=6", "--dp=2", "--checkpoint_every=2"]
+KILL_RANK1_AT_STEP5_ONCE = {"OL_FAULT_INJECT": "rank=1,at=step,step=5,round=0"}
+
+
+def test_max_restarts_survives_a_killed_rank_with_the_uninterrupted_losses(tmp_path):
+    straight = losses(olrun(2, CURVE + [f"--checkpoint_dir={tmp_path}/a"])[1])
+    assert sorted(straight) == list(range(6))
+    code, out, seconds = olrun(2, CURVE + [f"--checkpoint_dir={tmp_path}/b"], KILL_RANK1_AT_STEP5_ONCE,
+                               flags=["--max-restarts", "1"])
+    assert code == 0, out
+    assert "olrun: restart 1 of 1: rank 1 failed (killed by SIGKILL" in out, out
+    assert "resumed from %s/b/step_00000003: continuing at step 4" % tmp_path in out, out
+    assert "(round 1: after 1 restart(s))" in out
+    assert losses(out) == straight, (losses(out), straight)   # steps 4, 5 of round 1 included
+    # --max-restarts 0 (the default): the first failure ends the job, naming the rank.
+    code, out, _ = olrun(2, CURVE + [f"--checkpoint_dir={tmp_path}/c"], KILL_RANK1_AT_STEP5_ONCE,
+                         flags=["--max-restarts", "0"], expect_ok=False)
+    assert code != 0 and "olrun: job FAILED" in out and "first failure: rank 1 (killed by SIGKILL)" in out, out
+    assert "olrun: restart" not in out
+
+
+def test_two_nodes_restart_together_from_the_checkpoint(tmp_path):
+    straight = losses(olrun(2, CURVE + [f"--checkpoint_dir={tmp_path}/a"])[1])
+    node0, node1 = olrun_two_nodes(CURVE + [f"--checkpoint_dir={tmp_path}/b"],
+                                   (KILL_RANK1_AT_STEP5_ONCE, KILL_RANK1_AT_STEP5_ONCE), flags=["--max-restarts", "1"])
+    assert "olrun: restart 1 of 1: rank 1 failed (killed by SIGKILL" in node1[1], node1[1]
+    assert "olrun: restart 1 of 1: rank 0 failed" in node0[1] and "rank 1 (host" in node0[1], node0[1]
+    assert losses(node0[1]) == straight, (node0[1], straight)
+
+
+def test_a_stale_rank_of_an_earlier_round_is_refused(tmp_path):
+    """Rank 0 of restart round 1 serves the job; a rank 1 still of round 0 is refused at the
+    rendezvous (naming both rounds) and the job goes on with rank 1 of round 1."""
+    port = free_port()
+    env = dict(os.environ, WORLD_SIZE="2", MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), OL_JOB_TOKEN="t",
+               OL_HEARTBEAT_TIMEOUT_MS="1500")
+    args = [OLTRAIN, "--config", os.path.join(ROOT, "configs/gpt_tiny.cfg")] + TINY + ["--steps=2", "--dp=2"]
+    run = lambda rank, round_: subprocess.Popen(args, env=dict(env, RANK=str(rank), OL_RESTART_ROUND=str(round_)),
+                                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    master = run(0, 1)
+    stale_out, _ = run(1, 0).communicate(timeout=HANG_GUARD_S)
+    assert "refused rank 1" in stale_out and "the rank is of restart round 0 but the job is at round 1" in stale_out, \
+        stale_out
+    current_out, _ = run(1, 1).communicate(timeout=HANG_GUARD_S)
+    master_out, _ = master.communicate(timeout=HANG_GUARD_S)
+    assert master.returncode == 0, master_out + current_out
+    assert sorted(losses(master_out)) == [0, 1], master_out
+
+
+def test_preflight_failures_name_the_node_and_are_not_restarted(tmp_path):
+    # Node 1 sees another checkpoint directory (as with a local disk instead of a shared one).
+    results = olrun_two_nodes((["--steps=2", "--dp=2", f"--checkpoint_dir={tmp_path}/shared"],
+                               ["--steps=2", "--dp=2", f"--checkpoint_dir={tmp_path}/local"]),
+                              flags=["--max-restarts", "1"], expect_ok=False)
+    for code, out in results:
+        assert code == 3, out
+        assert ("preflight: node 1 (host %s, rank 1): the checkpoint directory %s/local is not shared with node 0: "
+                "rank 0's marker %s/local/.olpreflight-" % (socket.gethostname(), tmp_path, tmp_path)) in out, out
+        assert "olrun: not restarting (rank %d exited 3: its preflight checks failed" % results.index((code, out)) in out
+        assert "step 0" not in out
+    assert os.listdir(f"{tmp_path}/shared") == []   # rank 0 removed its marker
+    # Node 1 has too little memory for its rank's plan.
+    for code, out in olrun_two_nodes(["--steps=2", "--dp=2"], ({}, {"OL_MEM_AVAILABLE_BYTES": "1000"}),
+                                     expect_ok=False):
+        assert code == 3 and re.search(r"preflight: node 1 \(host [^,]+, rank 1\): the planned memory of its 1 "
+                                       r"rank\(s\) \(ranks 1..1\), [0-9.]+ MiB, exceeds the memory available on "
+                                       r"the node, 0.0 MiB \(OL_MEM_AVAILABLE_BYTES\)", out), out
+    # Node 1 runs another build of the trainer.
+    other = tmp_path / "oltrain_other"
+    shutil.copy(OLTRAIN, other)
+    with open(other, "ab") as f:
+        f.write(b"\0")
+    for code, out in olrun_two_nodes(["--steps=2", "--dp=2"], ({}, {"OLRUN_TRAINER": str(other)}), expect_ok=False):
+        assert code == 3 and "preflight: node 1 (host" in out and "runs another trainer binary than rank 0" in out, out
+    # One node: a checkpoint directory that cannot be created.
+    (tmp_path / "file").write_text("x")
+    code, out, _ = olrun(2, ["--steps=2", "--dp=2", f"--checkpoint_dir={tmp_path}/file/ckpt"], expect_ok=False)
+    assert code == 3 and "preflight: node 0 (host" in out and "cannot create the checkpoint directory" in out, out
 
 
 if __name__ == "__main__":

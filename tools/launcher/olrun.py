@@ -4,7 +4,7 @@
 Contract:
   olrun [--nnodes N] [--node-rank I] --nproc-per-node P [--master-addr A] [--master-port Q]
         [--job-token T] [--log-dir D] [--timeout-s S] [--report-s R] [--grace-s G]
-        (script.py [args...] | --config FILE [trainer args...])
+        [--max-restarts K] [--no-slurm] (script.py [args...] | --config FILE [trainer args...])
   starts P processes, global ranks I*P .. I*P+P-1 of a world of N*P, each with the rank/world
   variables listed in `olrun --help`. Every line a rank prints is streamed with a "[rank R] "
   prefix (its stdout to our stdout, its stderr to our stderr). The job ends when every rank has
@@ -12,6 +12,17 @@ Contract:
   stops the others (after --report-s for them to exit with their own report: SIGTERM to each
   rank's process group, SIGKILL after the grace period) and
   olrun exits with that rank's code (128+signal for a signal) after a summary naming it.
+Restarts (--max-restarts K > 0): after a failed round olrun starts every rank of its node again
+  as round r+1 (OL_RESTART_ROUND; the trainer then resumes from the newest complete checkpoint),
+  logging the restart count and the failed rank with its cause; after K restarts the job fails
+  for good. A round in which a rank exits 2 (bad usage) or 3 (the trainer's preflight failure)
+  is not restarted: the same would happen again.
+  Multi-node: each node's olrun restarts its own ranks when they fail (a failure anywhere fails
+  every rank through the control plane), and the ranks' control server refuses a rank of
+  another round (comm/control_client.h), so a stale rank of the previous round cannot join.
+Slurm: under srun (SLURM_JOB_ID and SLURM_STEP_ID set) the node count, node rank, master
+  address and port and the job token default to values derived from Slurm's environment
+  (slurm.py); explicit flags win; --no-slurm ignores Slurm.
 
 Example (4 ranks on this machine, the built-in trainer):
   tools/olrun --nproc-per-node 4 --config configs/gpt_4rank.cfg --steps=10
@@ -41,16 +52,31 @@ import sys
 import threading
 import time
 
+
+def _import_sibling(name):
+    """Imports tools/launcher/<name>.py from the checkout, a Bazel runfiles tree or bazel run."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    for directory in (here, os.path.join(here, "launcher"), os.path.dirname(os.path.realpath(__file__))):
+        if os.path.isfile(os.path.join(directory, name + ".py")):
+            sys.path.insert(0, directory)
+            break
+    return __import__(name)
+
+
+slurm = _import_sibling("slurm")
+
 PYTHON = "/usr/bin/python3"
 BUILD_TRAINER_HINT = "bash tools/bazel.sh build -c opt //tools/train:oltrain"
 MAX_CHUNK_BYTES = 1 << 16     # longer lines are forwarded in pieces, each with its own prefix
 MAX_PROCESSES_PER_NODE = 1024  # a typo must not fork thousands of processes
 POLL_S = 0.05                 # how often the supervisor looks at the ranks
 EXIT_TIMEOUT = 124
+EXIT_USAGE = 2                # a rank exiting 2 was given bad flags or environment: no restart
+EXIT_PREFLIGHT = 3            # a rank exiting 3 failed its preflight checks: no restart
 
 # Options that take a value; --config ends olrun's options (the rest goes to the trainer).
 VALUE_OPTIONS = ("--nnodes", "--node-rank", "--nproc-per-node", "--master-addr", "--master-port",
-                 "--job-token", "--log-dir", "--timeout-s", "--report-s", "--grace-s")
+                 "--job-token", "--log-dir", "--timeout-s", "--report-s", "--grace-s", "--max-restarts")
 
 EPILOG = """\
 environment set for every rank:
@@ -62,6 +88,8 @@ environment set for every rank:
   MASTER_ADDR       --master-addr
   MASTER_PORT       --master-port
   OL_JOB_TOKEN      --job-token (or a random one for a single-node job)
+  OL_RESTART_ROUND  0 for the first run, r after the r-th restart (--max-restarts)
+  OL_MAX_RESTARTS   --max-restarts
   PYTHONUNBUFFERED  1 unless already set (so Python ranks' lines stream promptly)
   OMP_NUM_THREADS, OPENBLAS_NUM_THREADS
                     cores / nproc-per-node (at least 1) unless already set, so the ranks
@@ -73,9 +101,28 @@ environment read by olrun:
   OLRUN_TRAINER     the trainer binary for --config (default: bazel-bin/tools/train/oltrain
                     under the repository root; build it with
                     `bash tools/bazel.sh build -c opt //tools/train:oltrain`)
+  SLURM_*           under srun (SLURM_JOB_ID and SLURM_STEP_ID set), unless --no-slurm:
+                    --nnodes = SLURM_STEP_NUM_NODES or SLURM_NNODES, --node-rank = SLURM_NODEID,
+                    --master-addr = the first host of SLURM_STEP_NODELIST or SLURM_JOB_NODELIST
+                    (bracket syntax, e.g. node[01-03,07]), resolved on this node;
+                    --master-port = 20000 + a hash of SLURM_JOB_ID and SLURM_STEP_ID;
+                    --job-token = derived from SLURM_JOB_ID (keeps jobs apart; not a secret:
+                    set OL_JOB_TOKEN for one); OL_BIND_ADDR = this node's address towards the
+                    master unless set. Explicit flags win. One olrun per node:
+                    srun --ntasks-per-node=1 olrun --nproc-per-node 8 ...
 
-exit status: 0 if every rank exited 0; else the first failing rank's exit code (128+N if it
-was killed by signal N); 124 on --timeout-s; 128+N if olrun got signal N; 2 for bad usage.
+restarts (--max-restarts K):
+  when a rank fails, olrun stops the round as without restarts (the summary names the first
+  failed rank), then starts every rank of this node again with OL_RESTART_ROUND = r + 1; the
+  built-in trainer resumes from the newest complete checkpoint in its --checkpoint_dir. Each
+  restart is logged ("olrun: restart 1 of K ...", naming the failed rank and its cause). After
+  K restarts a failing round ends the job. A round in which a rank exits 2 (bad usage) or 3
+  (the trainer's preflight failure: different binary or plan, too little memory, unshared
+  checkpoint directory) is not restarted. --timeout-s covers all rounds together.
+
+exit status: 0 if every rank exited 0 (in the last round); else the first failing rank's exit
+code of the last round (128+N if it was killed by signal N); 124 on --timeout-s; 128+N if olrun
+got signal N; 2 for bad usage.
 
 examples:
   # 2 ranks of a Python script on this machine (port picked automatically)
@@ -86,6 +133,11 @@ examples:
   # 2 nodes x 2 ranks: run on each node with its --node-rank and the same token
   OL_JOB_TOKEN=s3cret tools/olrun --nnodes 2 --node-rank 0 --nproc-per-node 2 \\
       --master-addr 10.0.0.1 --master-port 29500 --log-dir logs train.py
+  # survive up to 3 rank failures, resuming from the newest checkpoint each time
+  tools/olrun --nproc-per-node 4 --max-restarts 3 --config configs/gpt_4rank.cfg \\
+      --checkpoint_dir=/tmp/ckpt --checkpoint_every=50
+  # under Slurm (sbatch script): one olrun per node, everything else from Slurm
+  srun --ntasks-per-node=1 tools/olrun --nproc-per-node 8 --config configs/gpt_4rank.cfg
 """
 
 
@@ -108,9 +160,10 @@ def make_parser():
         description="Start the ranks of a oneflow_like job on this node, stream their output with a "
                     "[rank R] prefix, and stop the whole job if one rank fails.",
         epilog=EPILOG)
-    parser.add_argument("--nnodes", type=int, default=1, metavar="N", help="number of nodes (default 1)")
-    parser.add_argument("--node-rank", type=int, default=0, metavar="I",
-                        help="this node's index, 0 <= I < nnodes (default 0)")
+    parser.add_argument("--nnodes", type=int, default=None, metavar="N",
+                        help="number of nodes (default 1; under srun: Slurm's node count)")
+    parser.add_argument("--node-rank", type=int, default=None, metavar="I",
+                        help="this node's index, 0 <= I < nnodes (default 0; under srun: SLURM_NODEID)")
     parser.add_argument("--nproc-per-node", type=int, required=True, metavar="P",
                         help="ranks (processes) to start on this node")
     parser.add_argument("--master-addr", default=None, metavar="A",
@@ -133,6 +186,12 @@ def make_parser():
                              "their own report before olrun stops them (default 3)")
     parser.add_argument("--grace-s", type=float, default=5.0, metavar="G",
                         help="seconds between SIGTERM and SIGKILL when stopping ranks (default 5)")
+    parser.add_argument("--max-restarts", type=int, default=0, metavar="K",
+                        help="after a failed round, start every rank of this node again (the trainer "
+                             "resumes from the newest complete checkpoint), at most K times (default 0: "
+                             "the first failure ends the job)")
+    parser.add_argument("--no-slurm", action="store_true",
+                        help="ignore Slurm's environment (SLURM_*) even under srun")
     parser.add_argument("--config", default=None, metavar="FILE",
                         help="run the built-in trainer ($OLRUN_TRAINER or bazel-bin/tools/train/oltrain) "
                              "as `oltrain --config=FILE [trainer args...]`; everything after FILE goes "
@@ -200,6 +259,18 @@ def parse_arguments(argv, root):
 
     if script is None and config is None:
         fail("nothing to run: give a script (olrun [options] script.py [args...]) or --config FILE")
+    args.slurm = None
+    if not args.no_slurm:
+        try:
+            args.slurm = slurm.from_environment(os.environ)
+        except slurm.SlurmError as error:
+            fail(f"Slurm environment: {error} (--no-slurm ignores Slurm)")
+    if args.slurm is not None:
+        slurm.fill_arguments(args, fail)
+    args.nnodes = 1 if args.nnodes is None else args.nnodes
+    args.node_rank = 0 if args.node_rank is None else args.node_rank
+    if args.max_restarts < 0:
+        fail(f"--max-restarts {args.max_restarts}: must be >= 0")
     if args.nnodes < 1:
         fail(f"--nnodes {args.nnodes}: must be >= 1")
     if not 0 <= args.node_rank < args.nnodes:
@@ -256,7 +327,7 @@ def parse_arguments(argv, root):
     return args, command
 
 
-def rank_environment(args, local_rank):
+def rank_environment(args, local_rank, restart_round=0):
     env = dict(os.environ)
     env.update({
         "RANK": str(args.node_rank * args.nproc_per_node + local_rank),
@@ -267,7 +338,13 @@ def rank_environment(args, local_rank):
         "MASTER_ADDR": args.master_addr,
         "MASTER_PORT": str(args.master_port),
         "OL_JOB_TOKEN": args.job_token,
+        "OL_RESTART_ROUND": str(restart_round),
+        "OL_MAX_RESTARTS": str(args.max_restarts),
     })
+    if args.slurm is not None and not env.get("OL_BIND_ADDR"):
+        address = slurm.bind_address(args.master_addr)
+        if address:
+            env["OL_BIND_ADDR"] = address
     env.setdefault("PYTHONUNBUFFERED", "1")
     # Like torchrun: ranks sharing a node share its cores, so BLAS/OpenMP pools default to an
     # equal share instead of one thread per core in every rank (oversubscription).
@@ -295,8 +372,9 @@ class Output:
     def __init__(self):
         self.lock = threading.Lock()
 
-    def forward(self, stream, prefix, sink, log):
-        """Reader thread body: stream (a rank's pipe) -> sink (our stdout/stderr) and log."""
+    def forward(self, stream, prefix, sink, log, remember=None):
+        """Reader thread body: stream (a rank's pipe) -> sink (our stdout/stderr) and log;
+        remember(line), if given, sees every non-empty line (the last one names a failure's cause)."""
         while True:
             try:
                 chunk = stream.readline(MAX_CHUNK_BYTES)
@@ -305,6 +383,8 @@ class Output:
             if not chunk:
                 break
             line = chunk if chunk.endswith(b"\n") else chunk + b"\n"
+            if remember is not None and chunk.strip():
+                remember(chunk.strip())
             with self.lock:
                 try:
                     sink.write(prefix + line)
@@ -339,43 +419,63 @@ def describe(returncode):
     return f"exit code {returncode}"
 
 
-class Job:
-    """The ranks of this node and their supervision."""
+class Signals:
+    """Signals olrun received, shared by every round: the first stops the job, a second escalates."""
 
-    def __init__(self, args, command):
+    def __init__(self):
+        self.received = None
+        self.escalate = False
+
+    def on_signal(self, signum, _frame):
+        if self.received is not None:
+            self.escalate = True   # a second signal: SIGKILL without waiting for the grace period
+        else:
+            self.received = signum
+
+
+class Job:
+    """One round of the ranks of this node and its supervision."""
+
+    def __init__(self, args, command, output, signals, restart_round=0, start=None):
         self.args = args
         self.command = command
-        self.output = Output()
+        self.output = output
+        self.signals = signals
+        self.restart_round = restart_round
         self.processes = []          # index = local rank
         self.threads = []
         self.logs = []
+        self.last_lines = {}         # local rank -> the last line it wrote to stderr
         self.ended = queue.Queue()   # (local rank, returncode) in the order the ranks ended
         self.exits = {}              # global rank -> returncode
         self.failures = []           # global ranks that ended badly before the stop, in order seen
         self.stop_reason = None      # why olrun stopped the job (None: it did not)
+        self.timed_out = False
         self.term_sent_at = None
         self.failed_at = None        # when the first failure was seen
         self.kill_sent = False
-        self.signal_received = None
-        self.escalate = False
-        self.start = time.monotonic()
+        self.start = time.monotonic() if start is None else start   # of the whole job (--timeout-s)
+        self.round_start = time.monotonic()
+
+    @property
+    def signal_received(self):
+        return self.signals.received
 
     def global_rank(self, local_rank):
         return self.args.node_rank * self.args.nproc_per_node + local_rank
 
-    def on_signal(self, signum, _frame):
-        if self.signal_received is not None:
-            self.escalate = True   # a second signal: SIGKILL without waiting for the grace period
-        else:
-            self.signal_received = signum
-
     def launch(self):
         for local in range(self.args.nproc_per_node):
             if self.args.log_dir is not None:
-                self.logs.append(open(os.path.join(self.args.log_dir, f"rank_{self.global_rank(local)}.log"), "wb"))
+                path = os.path.join(self.args.log_dir, f"rank_{self.global_rank(local)}.log")
+                log = open(path, "wb" if self.restart_round == 0 else "ab")
+                if self.restart_round > 0:
+                    log.write(f"=== olrun: restart round {self.restart_round} ===\n".encode())
+                self.logs.append(log)
         # Spawn every rank before any thread exists (preexec_fn is not safe with threads).
         for local in range(self.args.nproc_per_node):
-            process = subprocess.Popen(self.command, env=rank_environment(self.args, local), stdin=subprocess.DEVNULL,
+            env = rank_environment(self.args, local, self.restart_round)
+            process = subprocess.Popen(self.command, env=env, stdin=subprocess.DEVNULL,
                                        stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True,
                                        preexec_fn=die_with_parent(os.getpid()))
             self.processes.append(process)
@@ -384,8 +484,11 @@ class Job:
         for local, process in enumerate(self.processes):
             prefix = f"[rank {self.global_rank(local)}] ".encode()
             log = self.logs[local] if self.logs else None
-            for stream, sink in ((process.stdout, sys.stdout.buffer), (process.stderr, sys.stderr.buffer)):
-                thread = threading.Thread(target=self.output.forward, args=(stream, prefix, sink, log), daemon=True)
+            remember = lambda line, l=local: self.last_lines.__setitem__(l, line)
+            for stream, sink, keep in ((process.stdout, sys.stdout.buffer, None),
+                                       (process.stderr, sys.stderr.buffer, remember)):
+                thread = threading.Thread(target=self.output.forward, args=(stream, prefix, sink, log, keep),
+                                          daemon=True)
                 thread.start()
                 self.threads.append(thread)
             # One waiter per rank: exits are queued in the order the ranks end, so the first failure
@@ -437,10 +540,11 @@ class Job:
                 self.begin_stop(f"olrun got {signal.Signals(self.signal_received).name}", self.signal_received)
             if (self.args.timeout_s is not None and self.stop_reason is None and
                     time.monotonic() - self.start > self.args.timeout_s):
+                self.timed_out = True
                 self.begin_stop(f"the job exceeded --timeout-s {self.args.timeout_s:g}")
                 self.output.message(f"olrun: {self.stop_reason}; stopping every rank")
             if (self.term_sent_at is not None and not self.kill_sent and len(self.exits) < len(self.processes) and
-                    (self.escalate or time.monotonic() - self.term_sent_at >= self.args.grace_s)):
+                    (self.signals.escalate or time.monotonic() - self.term_sent_at >= self.args.grace_s)):
                 self.kill_sent = True
                 self.signal_groups(signal.SIGKILL)
         # Whatever the ranks left in their process groups goes too, so the pipes close.
@@ -456,8 +560,9 @@ class Job:
         world = self.args.nnodes * self.args.nproc_per_node
         ranks = sorted(self.exits)
         if not self.failures and self.stop_reason is None:
+            after = f" (round {self.restart_round}: after {self.restart_round} restart(s))" if self.restart_round else ""
             self.output.message(f"olrun: all {len(ranks)} ranks of node {self.args.node_rank} exited 0 "
-                                f"(ranks {ranks[0]}-{ranks[-1]} of world {world}) in {seconds:.1f} s")
+                                f"(ranks {ranks[0]}-{ranks[-1]} of world {world}) in {seconds:.1f} s{after}")
             return 0
         parts = []
         if self.failures:
@@ -469,7 +574,8 @@ class Job:
         stopped = [r for r in ranks if r not in self.failures and self.exits[r] != 0]
         if stopped:
             parts.append("stopped by olrun: " + ", ".join(f"rank {r} ({describe(self.exits[r])})" for r in stopped))
-        self.output.message(f"olrun: job FAILED after {seconds:.1f} s: " + "; ".join(parts))
+        what = f"round {self.restart_round} of the job" if self.args.max_restarts > 0 else "job"
+        self.output.message(f"olrun: {what} FAILED after {seconds:.1f} s: " + "; ".join(parts))
         if self.failures:
             code = self.exits[self.failures[0]]
             return code if code > 0 else 128 - code
@@ -477,22 +583,68 @@ class Job:
             return 128 + self.signal_received
         return EXIT_TIMEOUT
 
+    def cause(self):
+        """The first failed rank and why: its exit and the last line it wrote to stderr."""
+        if not self.failures:
+            return self.stop_reason or "no rank failed"
+        first = self.failures[0]
+        last = self.last_lines.get(first - self.global_rank(0))
+        said = f"; its last line: {last.decode(errors='replace')}" if last else ""
+        return f"rank {first} failed ({describe(self.exits[first])}{said})"
+
+    def not_restartable(self):
+        """Why a new round cannot help (None if it might): a signal to olrun, --timeout-s, or a rank
+        that exited 2 (bad usage) or 3 (failed preflight checks): the same again would follow."""
+        if self.signal_received is not None or self.timed_out or not self.failures:
+            return self.stop_reason
+        for rank, code in sorted(self.exits.items()):
+            if code in (EXIT_USAGE, EXIT_PREFLIGHT):
+                what = "bad usage" if code == EXIT_USAGE else "its preflight checks failed"
+                return f"rank {rank} exited {code}: {what}; restarting cannot fix that"
+        return None
+
+
+def run_round(args, command, output, signals, restart_round, start):
+    """Starts and supervises one round; returns (exit status, the Job)."""
+    job = Job(args, command, output, signals, restart_round, start)
+    try:
+        job.launch()
+    except OSError as error:
+        output.message(f"olrun: cannot start the ranks ({' '.join(command[:2])}): {error}")
+        job.signal_groups(signal.SIGKILL)
+        for process in job.processes:
+            process.wait()
+        return 1, None
+    return job.supervise(), job
+
 
 def main(argv=None):
     argv = sys.argv[1:] if argv is None else argv
     args, command = parse_arguments(argv, repo_root())
-    job = Job(args, command)
+    output, signals = Output(), Signals()
     for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
-        signal.signal(signum, job.on_signal)
-    try:
-        job.launch()
-    except OSError as error:
-        job.output.message(f"olrun: cannot start the ranks ({' '.join(command[:2])}): {error}")
-        job.signal_groups(signal.SIGKILL)
-        for process in job.processes:
-            process.wait()
-        return 1
-    return job.supervise()
+        signal.signal(signum, signals.on_signal)
+    if args.slurm is not None:
+        output.message(f"olrun: Slurm job {args.slurm.job_id} step {args.slurm.step_id}: node {args.node_rank} of "
+                       f"{args.nnodes}, master {args.slurm.master_host} = {args.master_addr}:{args.master_port}")
+    start = time.monotonic()
+    restart_round = 0
+    while True:
+        code, job = run_round(args, command, output, signals, restart_round, start)
+        if code == 0 or job is None or args.max_restarts == 0:
+            return code
+        why_not = job.not_restartable()
+        if why_not:
+            output.message(f"olrun: not restarting ({why_not}); job FAILED")
+            return code
+        if restart_round >= args.max_restarts:
+            output.message(f"olrun: job FAILED for good: round {restart_round} failed ({job.cause()}) and all "
+                           f"{args.max_restarts} restart(s) of --max-restarts are used up")
+            return code
+        restart_round += 1
+        output.message(f"olrun: restart {restart_round} of {args.max_restarts}: {job.cause()}; starting every rank "
+                       f"of node {args.node_rank} again as round {restart_round} (the trainer resumes from the "
+                       f"newest complete checkpoint)")
 
 
 if __name__ == "__main__":

@@ -6,7 +6,9 @@ stderr with whole lines only, and raw per-rank logs; fail-fast (a rank exiting 3
 sleeping peer, the summary names it, olrun exits 3); a rank killed by SIGKILL reported by
 signal; SIGKILL after the grace period for a rank ignoring SIGTERM; SIGTERM / SIGINT to olrun
 forwarded; --timeout-s; no process left behind (ranks and their children, also when olrun
-itself is SIGKILLed); bad flags; --config with a fake trainer from $OLRUN_TRAINER.
+itself is SIGKILLed); bad flags; --config with a fake trainer from $OLRUN_TRAINER; --max-restarts
+(every rank started again with OL_RESTART_ROUND, the restart logged naming the failed rank and
+its last line, bounded, no restart after a preflight failure (exit 3) or bad usage (exit 2)).
 Timeouts here are hang guards only.
 """
 import json
@@ -349,6 +351,7 @@ def test_config_without_a_built_trainer_says_how_to_build_it(tmp_path):
     launcher = tmp_path / "tree" / "tools" / "launcher"
     launcher.mkdir(parents=True)
     shutil.copy(LAUNCHER_SOURCE, launcher / "olrun.py")
+    shutil.copy(os.path.join(os.path.dirname(LAUNCHER_SOURCE), "slurm.py"), launcher / "slurm.py")
     config = write(tmp_path, "job.cfg", "[model]\n")
     p = run(["--nproc-per-node", "1", "--config", config], olrun=str(launcher / "olrun.py"))
     assert p.returncode == 2 and "tools/bazel.sh build -c opt //tools/train:oltrain" in p.stderr, p.stderr
@@ -394,7 +397,8 @@ def test_help_documents_every_flag_and_variable():
     assert p.returncode == 0
     for word in ("--nnodes", "--node-rank", "--nproc-per-node", "--master-addr", "--master-port", "--job-token",
                  "--log-dir", "--timeout-s", "--config", "RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE",
-                 "NODE_RANK", "MASTER_ADDR", "MASTER_PORT", "OL_JOB_TOKEN", "OLRUN_TRAINER", "examples:"):
+                 "NODE_RANK", "MASTER_ADDR", "MASTER_PORT", "OL_JOB_TOKEN", "OLRUN_TRAINER", "examples:",
+                 "--max-restarts", "OL_RESTART_ROUND", "--no-slurm", "SLURM_JOB_NODELIST", "srun"):
         assert word in p.stdout, word
 
 
@@ -421,3 +425,54 @@ def test_peers_get_report_time_before_being_stopped(tmp_path):
     assert "stopped by olrun" not in p.stderr, p.stderr
     bad = run(["--nproc-per-node", "2", "--report-s", "-1", script])
     assert bad.returncode == 2 and "--report-s" in bad.stderr
+
+
+# A rank that fails in the rounds listed in FAIL_ROUNDS (OL_RESTART_ROUND) with exit FAIL_CODE.
+RESTART_SCRIPT = """
+    import os, sys
+    rank, round_ = os.environ["RANK"], os.environ["OL_RESTART_ROUND"]
+    print(f"round {round_} of {os.environ['OL_MAX_RESTARTS']}", flush=True)
+    if rank == "1" and round_ in os.environ["FAIL_ROUNDS"].split(","):
+        print(f"rank 1 breaks in round {round_}", file=sys.stderr, flush=True)
+        sys.exit(int(os.environ.get("FAIL_CODE", "7")))
+    """
+
+
+def test_max_restarts_starts_every_rank_again_naming_the_failed_rank(tmp_path):
+    script = write(tmp_path, "r.py", RESTART_SCRIPT)
+    logs = tmp_path / "logs"
+    p = run(["--nproc-per-node", "2", "--max-restarts", "2", "--log-dir", str(logs), script], {"FAIL_ROUNDS": "0,1"})
+    assert p.returncode == 0, p.stdout + p.stderr
+    for r in (0, 1, 2):
+        assert f"[rank 0] round {r} of 2" in p.stdout and f"[rank 1] round {r} of 2" in p.stdout
+    assert ("olrun: restart 1 of 2: rank 1 failed (exit code 7; its last line: rank 1 breaks in round 0); "
+            "starting every rank of node 0 again as round 1") in p.stderr, p.stderr
+    assert "olrun: restart 2 of 2: rank 1 failed (exit code 7; its last line: rank 1 breaks in round 1)" in p.stderr
+    assert "olrun: round 0 of the job FAILED" in p.stderr
+    assert "exited 0 (ranks 0-1 of world 2)" in p.stderr and "(round 2: after 2 restart(s))" in p.stderr
+    log = (logs / "rank_1.log").read_text()   # every round's output, rounds marked
+    assert "rank 1 breaks in round 0" in log and "=== olrun: restart round 2 ===\nround 2 of 2" in log
+
+
+def test_restarts_are_bounded_and_zero_fails_as_before(tmp_path):
+    script = write(tmp_path, "r.py", RESTART_SCRIPT)
+    p = run(["--nproc-per-node", "2", "--max-restarts", "1", script], {"FAIL_ROUNDS": "0,1,2"})
+    assert p.returncode == 7, p.stdout + p.stderr
+    assert "restart 1 of 1" in p.stderr and "restart 2" not in p.stderr
+    assert ("olrun: job FAILED for good: round 1 failed (rank 1 failed (exit code 7; its last line: rank 1 breaks "
+            "in round 1)) and all 1 restart(s) of --max-restarts are used up") in p.stderr, p.stderr
+    p = run(["--nproc-per-node", "2", script], {"FAIL_ROUNDS": "0"})
+    assert p.returncode == 7 and "olrun: job FAILED after" in p.stderr and "restart" not in p.stderr
+
+
+def test_a_preflight_failure_or_bad_usage_is_not_restarted(tmp_path):
+    script = write(tmp_path, "r.py", RESTART_SCRIPT)
+    p = run(["--nproc-per-node", "2", "--max-restarts", "3", script], {"FAIL_ROUNDS": "0", "FAIL_CODE": "3"})
+    assert p.returncode == 3, p.stdout + p.stderr
+    assert ("olrun: not restarting (rank 1 exited 3: its preflight checks failed; restarting cannot fix that); "
+            "job FAILED") in p.stderr, p.stderr
+    assert "round 1" not in p.stdout
+    p = run(["--nproc-per-node", "2", "--max-restarts", "3", script], {"FAIL_ROUNDS": "0", "FAIL_CODE": "2"})
+    assert p.returncode == 2 and "olrun: not restarting (rank 1 exited 2: bad usage;" in p.stderr, p.stderr
+    bad = run(["--nproc-per-node", "1", "--max-restarts", "-1", script])
+    assert bad.returncode == 2 and "--max-restarts -1: must be >= 0" in bad.stderr

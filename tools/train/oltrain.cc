@@ -1,7 +1,10 @@
 // oltrain: the end-to-end trainer binary (flags: oneflow_like/train/trainer_flags.h; run with
 // --help; config files: oneflow_like/train/config_file.h).
 // - Started by the launcher (tools/olrun sets WORLD_SIZE, RANK, MASTER_ADDR, MASTER_PORT,
-//   OL_JOB_TOKEN): this process runs its rank of the plan; the ranks talk over TCP.
+//   OL_JOB_TOKEN): this process runs its rank of the plan; the ranks talk over TCP. Before
+//   training, every rank runs the preflight checks (train/preflight.h; a failure exits 3). In a
+//   restart round (OL_RESTART_ROUND > 0, olrun --max-restarts) it resumes from the newest
+//   complete checkpoint in --checkpoint_dir.
 // - Started directly: all ranks of the plan run in this process as threads.
 //   bazel run -c opt //tools/train:oltrain -- --model=gpt --steps=5
 //   tools/olrun --nproc-per-node 4 --config configs/gpt_4rank.cfg
@@ -15,6 +18,7 @@
 #include "oneflow_like/core/ops/builtin_ops.h"
 #include "oneflow_like/train/config_file.h"
 #include "oneflow_like/train/distributed.h"
+#include "oneflow_like/train/preflight.h"
 #include "oneflow_like/train/rank_executor.h"
 #include "oneflow_like/train/run_training.h"
 #include "oneflow_like/train/trainer.h"
@@ -23,6 +27,8 @@
 namespace {
 
 using namespace oneflow_like;
+
+constexpr int kExitPreflight = 3;  // olrun's contract: a preflight failure is not restarted
 
 // Flags, or a config file (--config FILE) with the other flags as overrides.
 absl::StatusOr<train::TrainerFlags> ParseArgs(const std::vector<std::string>& args) {
@@ -61,18 +67,32 @@ int RunDistributed(train::TrainerOptions options, const train::RunOptions& run, 
     std::_Exit(1);  // peers learn it from the control plane; skip destructors of half-built links
   }
   train::DistributedContext* ctx = context->get();
-  options.executor_factory = [ctx](const PlanProto& plan, const OpRegistry* reg, actor::SessionOptions session)
+  train::PreflightOptions preflight;
+  preflight.checkpoint_dir = run.checkpoint_dir;
+  options.executor_factory = [ctx, preflight](const PlanProto& plan, const OpRegistry* reg,
+                                              actor::SessionOptions session)
       -> absl::StatusOr<std::unique_ptr<train::StepExecutor>> {
-    RETURN_IF_ERROR(ctx->CheckPlan(plan));
+    RETURN_IF_ERROR(train::RunPreflight(plan, preflight, ctx));
     return train::CreateRankExecutor(plan, reg, std::move(session), ctx);
   };
-  const absl::Status status = train::RunTraining(options, run, registry, std::cout);
+  train::RunOptions this_round = run;
+  if (env->restart_round > 0) {
+    // olrun restarted the job after a failure: continue from the newest complete checkpoint.
+    this_round.resume = run.resume || !run.checkpoint_dir.empty();
+    if (env->rank == 0 && run.checkpoint_dir.empty()) {
+      std::cerr << "oltrain: restart round " << env->restart_round
+                << " without --checkpoint_dir: training starts again at step 0\n";
+    }
+  }
+  const absl::Status status = train::RunTraining(options, this_round, registry, std::cout);
   std::cout.flush();
   if (!status.ok()) {
     ctx->Abort(std::string(status.message()));
     std::cerr << "oltrain: rank " << env->rank << " failed: " << status << "\n";
     std::cerr.flush();
-    std::_Exit(1);  // peers may be gone mid-protocol: no orderly teardown
+    // peers may be gone mid-protocol: no orderly teardown. Preflight failures exit 3: olrun does
+    // not restart a job that cannot work.
+    std::_Exit(train::IsPreflightFailure(status) ? kExitPreflight : 1);
   }
   context->reset();
   return 0;
