@@ -9,23 +9,35 @@
 #   One process: OPENBLAS_NUM_THREADS=1 (the BLAS pools of several ranks in one process
 #   oversubscribe the cores; olplan simulate --in-process reads the same variable). olrun sets
 #   the BLAS threads per process itself. Needs a profile: `tools/olplan calibrate` (once).
+#   As root the measured runs are real-time (chrt -f 50, inherited by olrun's ranks), so other
+#   work on the machine (builds, benches) cannot preempt them: without it a busy 2-core machine
+#   turned gpt_4rank's 22.7 ms step into 33-58 ms. --no-rt measures at normal priority.
+#   OLTRAIN=... OLPLAN=... use these optimized binaries instead of building.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 runs=3
+no_rt=0
 jobs="w1 w2 gpt_tiny mlp gpt_4rank gpt_3d"
 while [ $# -gt 0 ]; do
   case "$1" in
     --runs) runs="$2"; shift 2 ;;
     --jobs) jobs="$2"; shift 2 ;;
+    --no-rt) no_rt=1; shift ;;
     *) echo "olplan_truth: unknown argument '$1' (see the header of $0)" >&2; exit 2 ;;
   esac
 done
-bash tools/bazel.sh build -c opt --color=no --curses=no //tools/train:oltrain //tools/plan:olplan >/dev/null 2>&1 \
-  || { echo "olplan_truth: build failed (bash tools/bazel.sh build -c opt //tools/train:oltrain //tools/plan:olplan)" >&2; exit 1; }
-bin="$(bash tools/bazel.sh info -c opt bazel-bin 2>/dev/null)"
-oltrain="$bin/tools/train/oltrain"
-olplan="$bin/tools/plan/olplan"
+if [ -n "${OLTRAIN:-}" ] && [ -n "${OLPLAN:-}" ]; then  # prebuilt binaries: no build
+  oltrain="$OLTRAIN"; olplan="$OLPLAN"
+else
+  bash tools/bazel.sh build -c opt --color=no --curses=no //tools/train:oltrain //tools/plan:olplan >/dev/null 2>&1 \
+    || { echo "olplan_truth: build failed (bash tools/bazel.sh build -c opt //tools/train:oltrain //tools/plan:olplan)" >&2; exit 1; }
+  bin="$(bash tools/bazel.sh info -c opt bazel-bin 2>/dev/null)"
+  oltrain="$bin/tools/train/oltrain"
+  olplan="$bin/tools/plan/olplan"
+fi
 [ -f "$HOME/.cache/oneflow_like/olplan_profile.txt" ] || "$olplan" calibrate >/dev/null
+rt=()
+if [ "$no_rt" = 0 ] && [ "$(id -u)" = 0 ] && command -v chrt >/dev/null; then rt=(chrt -f 50); fi
 port() { /usr/bin/python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
 median() { sort -g | awk '{v[NR]=$1} END {print (NR%2 ? v[(NR+1)/2] : (v[NR/2]+v[NR/2+1])/2)}'; }
 field() { sed -n "s/.*RESULT.* $1=\([0-9.]*\).*/\1/p" | head -1; }
@@ -50,7 +62,7 @@ for job in $jobs; do
   threads=1
   one=() ; mem=()
   for _ in $(seq 1 "$runs"); do
-    out=$(env ${threads:+OPENBLAS_NUM_THREADS=$threads} "$oltrain" "${flags[@]}" --steps=40 --warmup=5 2>&1)
+    out=$(env ${threads:+OPENBLAS_NUM_THREADS=$threads} "${rt[@]}" "$oltrain" "${flags[@]}" --steps=40 --warmup=5 2>&1)
     one+=("$(field median_ms_per_step <<<"$out")"); mem+=("$(field measured_peak_mib_per_rank <<<"$out")")
   done
   one_ms=$(printf '%s\n' "${one[@]}" | median)
@@ -62,7 +74,7 @@ for job in $jobs; do
   if [ "$world" -gt 1 ]; then
     multi=()
     for _ in $(seq 1 "$runs"); do
-      out=$(OLRUN_TRAINER="$oltrain" tools/olrun --nproc-per-node "$world" --master-addr 127.0.0.1 --master-port "$(port)" \
+      out=$(OLRUN_TRAINER="$oltrain" "${rt[@]}" tools/olrun --nproc-per-node "$world" --master-addr 127.0.0.1 --master-port "$(port)" \
         "${flags[@]}" --steps=40 --warmup=5 2>&1)
       multi+=("$(field median_ms_per_step <<<"$out")")
     done

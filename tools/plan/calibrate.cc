@@ -1,5 +1,7 @@
 #include "tools/plan/calibrate.h"
 
+#include "tools/plan/calibrate_link.h"
+
 #include <unistd.h>
 
 #include <algorithm>
@@ -123,6 +125,13 @@ absl::StatusOr<Profile> Calibrate(const OpRegistry& registry, const std::functio
     p.wakeup_seconds = std::max(0.0, beyond / (2.0 * hops));
     log(absl::StrFormat("wake-up: %.1f us per message to another thread (%d hops between 2 ranks)", p.wakeup_seconds * 1e6, hops));
   }
+  {  // the same-node link: olrun's ranks talk over TcpTransport on 127.0.0.1
+    ASSIGN_OR_RETURN(LinkMeasurement link, MeasureLoopbackLink(/*pings=*/2000, /*bytes=*/int64_t{512} << 20));
+    p.same_node_alpha_seconds = link.alpha_seconds;
+    p.same_node_bytes_per_second = link.bytes_per_second;
+    log(absl::StrFormat("same-node link (TCP over 127.0.0.1): %.1f us per message, %.2f GB/s", link.alpha_seconds * 1e6,
+                        link.bytes_per_second / 1e9));
+  }
   return p;
 }
 
@@ -151,7 +160,16 @@ absl::Status SaveProfile(const Profile& p, const std::string& path) {
       "gemm_threads = %d\n",
       host, static_cast<int64_t>(std::time(nullptr)), p.flops_per_second, p.memory_bytes_per_second, p.task_overhead_seconds,
       p.step_overhead_seconds, p.wakeup_seconds, p.cores, p.gemm_threads);
-  return train::WriteFileAtomically(path, text);
+  std::string extra;  // the optional keys that are set
+  for (const auto& [key, value] : {std::pair<const char*, double>{"same_node_alpha_seconds", p.same_node_alpha_seconds},
+                                   {"same_node_bytes_per_second", p.same_node_bytes_per_second},
+                                   {"cross_node_alpha_seconds", p.cross_node_alpha_seconds},
+                                   {"cross_node_bytes_per_second", p.cross_node_bytes_per_second},
+                                   {"ranks_per_node", static_cast<double>(p.ranks_per_node)},
+                                   {"device_per_rank", p.device_per_rank ? 1.0 : 0.0}}) {
+    if (value > 0) absl::StrAppend(&extra, absl::StrFormat("%s = %.6g\n", key, value));
+  }
+  return train::WriteFileAtomically(path, text + extra);
 }
 
 absl::StatusOr<Profile> LoadProfile(const std::string& path) {

@@ -9,8 +9,10 @@
 //                            per hop, beyond the firings' own cost (a thread woken by a message)
 //   cores, gemm_threads      the machine's cores and the BLAS threads of the matmul measurement
 //                            (the simulator's core-aware processor sharing, plan_sim.h)
-// Link parameters keep the cost model's defaults (loopback TCP and 10 GbE figures) unless a
-// profile sets them. A hand-written profile describes a machine that is not this one (e.g.
+//   same_node_alpha_seconds, same_node_bytes_per_second
+//                            two TcpTransports over 127.0.0.1 (olrun's ranks): half a 64-byte
+//                            round trip, and the bandwidth of 4 MiB messages (calibrate_link.h)
+// The cross-node link keeps the cost model's 10 GbE figures unless a profile sets them. A hand-written profile describes a machine that is not this one (e.g.
 // tools/plan/profiles/h100.txt: an 8-GPU H100 node on InfiniBand) with the optional keys
 //   same_node_alpha_seconds, same_node_bytes_per_second     link within a node (NVLink)
 //   cross_node_alpha_seconds, cross_node_bytes_per_second   link across nodes (one NIC per rank)
