@@ -26,9 +26,9 @@ std::string ThreeLayerText(bool zero, int micro_batches = 1) {
   text +=
       "x = input(shape=[8,4]) placement=cpu:[0,1] sbp=[S(0)]\n"
       "dy = input(shape=[8,3]) placement=cpu:[0,1] sbp=[S(0)]\n";
-  for (const std::string& v : {"w1 = variable(shape=[4,6]", "w2 = variable(shape=[6,5]", "w3 = variable(shape=[5,3]",
-                               "b1 = variable(shape=[4,6]", "b2 = variable(shape=[6,5]", "b3 = variable(shape=[5,3]"}) {
-    text += v + ", init=zeros) placement=cpu:[0,1]" + var_sbp + "\n";
+  for (const char* v : {"w1 = variable(shape=[4,6]", "w2 = variable(shape=[6,5]", "w3 = variable(shape=[5,3]",
+                        "b1 = variable(shape=[4,6]", "b2 = variable(shape=[6,5]", "b3 = variable(shape=[5,3]"}) {
+    text += std::string(v) + ", init=zeros) placement=cpu:[0,1]" + var_sbp + "\n";
   }
   text +=
       "h1 = matmul(x, w1)\n"
