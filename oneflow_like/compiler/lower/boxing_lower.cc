@@ -1,5 +1,7 @@
 // Boxing lowering: one BoxingPlan (SSA steps on devices) -> TRANSFER, BOXING_* and COLLECTIVE
-// tasks, one register per plan value (rules in lower.h).
+// tasks, one register per plan value (rules in lower.h). One rank builds the steps it runs and,
+// for the transfers it sends, names the receiving task (AddRemoteConsumer); for the transfers
+// it receives, the sender's register (a mirror).
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
@@ -27,6 +29,41 @@ Region BoundingBox(const std::vector<Region>& regions) {
   return box;
 }
 
+PlanLayout LayOut(const BoxingPlan& plan, int32_t only_rank) {
+  PlanLayout layout;
+  layout.step_offset.resize(plan.steps.size());
+  layout.collective_index.resize(plan.steps.size());
+  layout.value_offset.assign(plan.values.size(), -1);
+  layout.value_step.assign(plan.values.size(), -1);
+  int32_t offset = 0, collectives = 0;
+  for (size_t k = 0; k < plan.steps.size(); ++k) {
+    const BoxingStep& step = plan.steps[k];
+    layout.step_offset[k] = offset;
+    layout.collective_index[k] = collectives;
+    const int32_t outputs = step.kind == StepKind::kCollective ? static_cast<int32_t>(step.group.size()) : 1;
+    for (int32_t m = 0; m < outputs; ++m) {
+      const int32_t v = step.output + m;
+      if (v >= 0 && v < static_cast<int32_t>(plan.values.size())) {
+        layout.value_offset[v] = offset + m;
+        layout.value_step[v] = static_cast<int32_t>(k);
+      }
+    }
+    offset += outputs;
+    collectives += step.kind == StepKind::kCollective ? 1 : 0;
+  }
+  layout.num_tasks = offset;
+  layout.num_collectives = collectives;
+  layout.aliased_source.assign(plan.num_source_values(), false);
+  layout.is_destination.assign(plan.values.size(), false);
+  for (int32_t v : plan.dst_values) {
+    if (v < 0 || v >= static_cast<int32_t>(plan.values.size())) continue;  // reported by EmitBoxing
+    layout.is_destination[v] = true;
+    if (v < plan.num_source_values()) layout.aliased_source[v] = true;
+  }
+  if (only_rank >= 0) layout.local_steps = plan.StepsOfRank(Rank(only_rank));
+  return layout;
+}
+
 }  // namespace
 
 CollectiveParams CollectiveGeometry(const BoxingPlan& plan, const BoxingStep& step) {
@@ -48,7 +85,7 @@ CollectiveParams CollectiveGeometry(const BoxingPlan& plan, const BoxingStep& st
   return params;
 }
 
-absl::StatusOr<const BoxingPlan*> Lowerer::PlanFor(TensorId tensor, const Value& src, const Placement& placement,
+absl::StatusOr<const CachedPlan*> Lowerer::PlanFor(TensorId tensor, const Value& src, const Placement& placement,
                                                    const NdSbp& nd_sbp, bool use) {
   const TensorNode& t = graph_.tensor(tensor);
   BoxingRequest request{*t.desc, src.placement, src.nd_sbp, placement, nd_sbp, absl::StrCat("tensor '", t.name, "'")};
@@ -74,7 +111,8 @@ absl::StatusOr<const BoxingPlan*> Lowerer::PlanFor(TensorId tensor, const Value&
       choice.set_chosen(use_collective ? "collective" : "point_to_point");
       if (use_collective) built = std::move(collective);
     }
-    cached = plan_cache_.emplace(key, std::move(built)).first;
+    PlanLayout layout = LayOut(built, builder_.only_rank());
+    cached = plan_cache_.emplace(key, CachedPlan{std::move(built), std::move(layout)}).first;
   }
   if (use && collective_expander_ != nullptr) {
     BoxingRequest unnamed = request;
@@ -88,27 +126,47 @@ absl::StatusOr<const BoxingPlan*> Lowerer::PlanFor(TensorId tensor, const Value&
 absl::StatusOr<Value> Lowerer::EmitBoxing(TensorId tensor, const Value& src, const Placement& placement,
                                           const NdSbp& nd_sbp) {
   const TensorNode& t = graph_.tensor(tensor);
-  BoxingRequest request{*t.desc, src.placement, src.nd_sbp, placement, nd_sbp, absl::StrCat("tensor '", t.name, "'")};
-  if (!src.slots.empty()) {
-    return absl::InternalError(absl::StrCat("lowering ", request.ToString(), ": boxes a bucket slot"));
+  auto describe = [&] {
+    return BoxingRequest{*t.desc, src.placement, src.nd_sbp, placement, nd_sbp, absl::StrCat("tensor '", t.name, "'")}
+        .ToString();
+  };
+  if (src.origin == Origin::kBucket) {
+    return absl::InternalError(absl::StrCat("lowering ", describe(), ": boxes a bucket slot"));
   }
-  ASSIGN_OR_RETURN(const BoxingPlan* planned, PlanFor(tensor, src, placement, nd_sbp, /*use=*/true));
-  const BoxingPlan& plan = *planned;
+  if (src.origin == Origin::kBoxed) {  // values.cc names a source value's registers through src
+    return absl::InternalError(absl::StrCat("lowering ", describe(), ": boxes a boxed value"));
+  }
+  ASSIGN_OR_RETURN(const CachedPlan* cached, PlanFor(tensor, src, placement, nd_sbp, /*use=*/true));
+  const BoxingPlan& plan = cached->plan;
+  const PlanLayout& layout = cached->layout;
   const std::string base = absl::StrCat(t.name, ".", BoxingKindName(plan.kind));
-  std::vector<int64_t> register_of(plan.values.size(), -1);
-  for (int32_t v = 0; v < plan.num_source_values(); ++v) register_of[v] = src.registers[v];
+  Value result{placement, nd_sbp, src.step_rate, src.stage, src.position, true, tensor};
+  result.origin = Origin::kBoxed;
+  result.boxing = cached;
+  result.src = &src;
+  result.task_base = builder_.ReserveTasks(layout.num_tasks);
+  result.reg_base = builder_.ReserveRegisters(layout.num_tasks);
+  result.summary = NewSummary();
+  const int64_t first_order = next_collective_order_;
+  next_collective_order_ += layout.num_collectives;
+  const int32_t num_sources = plan.num_source_values();
+  auto register_of = [&](int32_t v) {
+    return v < num_sources ? src.At(v).reg : result.reg_base + layout.value_offset[v];
+  };
+  const bool one_rank = builder_.only_rank() >= 0;
+  const Rank me(builder_.only_rank());
 
   auto bug = [&](size_t k, const std::string& what) {
-    return absl::InternalError(absl::StrCat("lowering ", request.ToString(), ": boxing step ", k, " (",
+    return absl::InternalError(absl::StrCat("lowering ", describe(), ": boxing step ", k, " (",
                                             StepKindName(plan.steps[k].kind), ") ", what));
   };
-  // A new task of the boxing and the register of its output value.
+  // The task of value `output` (its register: the same offset) and its register.
   auto emit = [&](TaskInfo info, int32_t output) {
-    const int64_t task = builder_.AddTask(std::move(info));
+    const int64_t offset = layout.value_offset[output];
+    const int64_t task = builder_.AddTask(result.task_base + offset, std::move(info));
     const BoxingValue& out = plan.values[output];
-    register_of[output] = builder_.AddRegister(
-        task, TensorDesc{t.desc->dtype, out.region.shape()},
-        absl::StrCat(base, ".v", output, "@r", out.device.rank.value()), src.step_rate);
+    builder_.AddRegister(result.reg_base + offset, task, TensorDesc{t.desc->dtype, out.region.shape()},
+                         absl::StrCat(base, ".v", output, "@r", out.device.rank.value()), src.step_rate);
     return task;
   };
   auto new_task = [&](TaskProto::Type type, const BoxingValue& where, const std::string& suffix) {
@@ -116,10 +174,11 @@ absl::StatusOr<Value> Lowerer::EmitBoxing(TensorId tensor, const Value& src, con
                    src.position);
   };
 
-  for (size_t k = 0; k < plan.steps.size(); ++k) {
+  auto emit_step = [&](size_t k) -> absl::Status {
     const BoxingStep& step = plan.steps[k];
     for (int32_t in : step.inputs) {
-      if (in < 0 || in >= static_cast<int32_t>(plan.values.size()) || register_of[in] < 0) {
+      if (in < 0 || in >= static_cast<int32_t>(plan.values.size()) ||
+          (in >= num_sources && (layout.value_step[in] < 0 || layout.value_step[in] >= static_cast<int32_t>(k)))) {
         return bug(k, absl::StrCat("reads undefined value ", in));
       }
     }
@@ -132,8 +191,9 @@ absl::StatusOr<Value> Lowerer::EmitBoxing(TensorId tensor, const Value& src, con
       CollectiveParams params = CollectiveGeometry(plan, step);
       params.set_kind(static_cast<CollectiveParams::Kind>(step.collective));
       for (Rank r : step.group) params.add_ranks(r.value());
-      params.set_global_order(next_collective_order_++);
+      params.set_global_order(first_order + layout.collective_index[k]);
       for (size_t m = 0; m < step.group.size(); ++m) {
+        if (one_rank && step.group[m] != me) continue;
         const int32_t output = step.output + static_cast<int32_t>(m);
         const BoxingValue& out = plan.values[output];
         if (plan.values[step.inputs[m]].device.rank != step.group[m] || out.device.rank != step.group[m]) {
@@ -142,22 +202,38 @@ absl::StatusOr<Value> Lowerer::EmitBoxing(TensorId tensor, const Value& src, con
         TaskInfo info = new_task(TaskProto::COLLECTIVE, out, CollectiveKindName(step.collective));
         *info.proto.mutable_collective() = params;
         const int64_t task = emit(std::move(info), output);
-        builder_.AddInput(task, register_of[step.inputs[m]]);
+        builder_.AddInput(task, register_of(step.inputs[m]));
       }
-      continue;
+      return absl::OkStatus();
+    }
+    if (step.output < 0 || step.output >= static_cast<int32_t>(plan.values.size())) {
+      return bug(k, "defines a value past the plan's values");
     }
     const BoxingValue& out = plan.values[step.output];
     if (out.device.rank != step.rank) return bug(k, "defines a value on another rank");
     if (step.kind == StepKind::kTransfer) {
       if (step.inputs.size() != 1) return bug(k, "needs exactly one input");
-      const BoxingValue& in = plan.values[step.inputs[0]];
+      const int32_t input = step.inputs[0];
+      const BoxingValue& in = plan.values[input];
       if (in.device.rank != step.peer) return bug(k, "sends a value its peer does not hold");
       if (in.region != out.region) return bug(k, "moves part of a value (the planner slices first)");
       TaskInfo info = new_task(TaskProto::TRANSFER, out, absl::StrCat("from_r", step.peer.value()));
       info.proto.mutable_transfer()->set_peer_rank(step.peer.value());
+      if (one_rank && step.rank != me) {  // sent from here: the receiving task reads a local register
+        info.proto.set_id(result.task_base + layout.value_offset[step.output]);
+        builder_.AddRemoteConsumer(register_of(input), info);
+        return absl::OkStatus();
+      }
+      if (one_rank) {  // received here: the sender's register is mirrored
+        if (input < num_sources) {
+          RETURN_IF_ERROR(AddValueMirror(src, input));
+        } else {
+          AddBoxingMirror(*cached, src, result.reg_base, result.task_base, result.summary, input);
+        }
+      }
       const int64_t task = emit(std::move(info), step.output);
-      builder_.AddInput(task, register_of[step.inputs[0]]);
-      continue;
+      builder_.AddInput(task, register_of(input));
+      return absl::OkStatus();
     }
     for (int32_t in : step.inputs) {
       if (plan.values[in].device.rank != step.rank) return bug(k, "reads a value held by another rank");
@@ -193,32 +269,40 @@ absl::StatusOr<Value> Lowerer::EmitBoxing(TensorId tensor, const Value& src, con
         return bug(k, "has an unknown kind");
     }
     const int64_t task = emit(std::move(info), step.output);
-    for (int32_t in : step.inputs) builder_.AddInput(task, register_of[in]);
+    for (int32_t in : step.inputs) builder_.AddInput(task, register_of(in));
     if (step.kind == StepKind::kZeros) {
       // Pace the zero fill by this rank's source shard (a control input, not read), so it
       // fires at the rate of the value being boxed.
-      for (int32_t v = 0; v < plan.num_source_values(); ++v) {
+      for (int32_t v = 0; v < num_sources; ++v) {
         if (plan.values[v].device.rank == step.rank) {
-          builder_.AddControlInput(task, register_of[v]);
+          builder_.AddControlInput(task, register_of(v));
           break;
         }
       }
     }
+    return absl::OkStatus();
+  };
+  if (one_rank) {
+    for (int32_t k : layout.local_steps) RETURN_IF_ERROR(emit_step(k));
+  } else {
+    for (size_t k = 0; k < plan.steps.size(); ++k) RETURN_IF_ERROR(emit_step(k));
   }
 
-  Value result{placement, nd_sbp, src.step_rate, src.stage, src.position, {}};
   if (plan.dst_values.size() != static_cast<size_t>(placement.num_devices())) {
-    return absl::InternalError(absl::StrCat("lowering ", request.ToString(), ": plan has ", plan.dst_values.size(),
+    return absl::InternalError(absl::StrCat("lowering ", describe(), ": plan has ", plan.dst_values.size(),
                                             " destination values for ", placement.num_devices(), " devices"));
   }
-  for (int64_t d = 0; d < placement.num_devices(); ++d) {
+  for (int64_t d : EmittedDevices(placement)) {
     const int32_t v = plan.dst_values[d];
-    if (v < 0 || v >= static_cast<int32_t>(plan.values.size()) || register_of[v] < 0 ||
-        plan.values[v].device.rank != placement.ranks()[d]) {
-      return absl::InternalError(absl::StrCat("lowering ", request.ToString(), ": destination ", d,
+    if (v < 0 || v >= static_cast<int32_t>(plan.values.size()) ||
+        (v >= num_sources && layout.value_step[v] < 0) || plan.values[v].device.rank != placement.ranks()[d]) {
+      return absl::InternalError(absl::StrCat("lowering ", describe(), ": destination ", d,
                                               " is not a value defined on rank ", placement.ranks()[d].value()));
     }
-    result.registers.push_back(register_of[v]);
+  }
+  if (result.summary >= 0 && src.summary >= 0 &&
+      std::find(layout.aliased_source.begin(), layout.aliased_source.end(), true) != layout.aliased_source.end()) {
+    aliases_[src.summary].emplace_back(result.summary, &layout);  // its readers read some of src's registers
   }
   return result;
 }

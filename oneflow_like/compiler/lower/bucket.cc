@@ -3,8 +3,9 @@
 // docs/plan_format.md "Buckets").
 #include <algorithm>
 #include <map>
-#include "absl/container/flat_hash_set.h"
 #include <tuple>
+
+#include "absl/container/flat_hash_set.h"
 
 #include "absl/strings/str_cat.h"
 #include "oneflow_like/compiler/lower/lowering.h"
@@ -38,14 +39,32 @@ int64_t Volume(const RegionProto& r) {
   return v;
 }
 
+// Elements of a collective step's group region (the bounding box of its members' regions),
+// without building the params.
+int64_t GroupVolume(const BoxingPlan& plan, const BoxingStep& step) {
+  if (step.group.empty()) return 0;
+  Region box = plan.values[step.inputs[0]].region;
+  for (size_t m = 0; m < step.group.size(); ++m) {
+    for (const Region* r : {&plan.values[step.inputs[m]].region, &plan.values[step.output + static_cast<int32_t>(m)].region}) {
+      for (int a = 0; a < box.num_axes(); ++a) {
+        box.begin[a] = std::min(box.begin[a], r->begin[a]);
+        box.end[a] = std::max(box.end[a], r->end[a]);
+      }
+    }
+  }
+  int64_t v = 1;
+  for (int a = 0; a < box.num_axes(); ++a) v *= box.end[a] - box.begin[a];
+  return v;
+}
+
 // One gradient an optimizer reads through a bucketable boxing.
 struct Gradient {
   TensorId tensor;
   Placement placement;  // the optimizer's layout
   NdSbp nd_sbp;
-  const BoxingPlan* plan = nullptr;
-  Value src;  // what is boxed: the producer's value (accumulated when pieces_per_step > 1)
-  std::map<int32_t, std::pair<int64_t, int32_t>> defined;  // plan value -> (register, slot)
+  const CachedPlan* boxing = nullptr;
+  const Value* src = nullptr;  // what is boxed: the producer's value (accumulated when pieces_per_step > 1)
+  std::vector<Value::BucketStep> steps;  // by step of its plan: the bucket holding it
 };
 
 struct Bucket {
@@ -67,34 +86,33 @@ absl::Status Lowerer::EmitGradientBuckets(int64_t first_optimizer_position) {
     for (size_t i = 0; i < op.inputs.size(); ++i) {
       const TensorId tensor = op.inputs[i];
       const Value& native = native_[tensor.value()];
-      if (graph_.tensor(tensor).is_source() || native.registers.empty() ||
-          native.position >= first_optimizer_position) {
+      if (graph_.tensor(tensor).is_source() || !native.defined || native.position >= first_optimizer_position) {
         continue;
       }
       const NdSbp& nd_sbp = op.nd_sbp_signature->inputs[i];
       if (native.placement == *op.placement && native.nd_sbp == nd_sbp) continue;  // no boxing
       ValueKey key{tensor.value(), *op.placement, nd_sbp, multi_rate_};
       if (values_.count(key) > 0 || !seen.insert(key).second) continue;
-      ASSIGN_OR_RETURN(const BoxingPlan* plan, PlanFor(tensor, native, *op.placement, nd_sbp, /*use=*/false));
-      if (!CollectivesOnly(*plan)) continue;
-      Gradient g{tensor, *op.placement, nd_sbp, plan, native, {}};
+      ASSIGN_OR_RETURN(const CachedPlan* cached, PlanFor(tensor, native, *op.placement, nd_sbp, /*use=*/false));
+      if (!CollectivesOnly(cached->plan)) continue;
+      Gradient g{tensor, *op.placement, nd_sbp, cached, &native, {}};
       if (multi_rate_ && !native.step_rate) {  // sum the micro-batches first, in the producer's layout
-        ASSIGN_OR_RETURN(const Value* summed, GetValue(tensor, native.placement, native.nd_sbp, /*step_rate=*/true));
-        g.src = *summed;
+        ASSIGN_OR_RETURN(g.src, GetValue(tensor, native.placement, native.nd_sbp, /*step_rate=*/true));
       }
+      g.steps.resize(cached->plan.steps.size());
       gradients.push_back(std::move(g));
     }
   }
   // Production order: backward makes the last layers' gradients first.
   std::stable_sort(gradients.begin(), gradients.end(), [](const Gradient& a, const Gradient& b) {
-    return a.src.position < b.src.position;
+    return a.src->position < b.src->position;
   });
 
   std::vector<Bucket> buckets;
   std::vector<size_t> closed;  // bucket indices in the order they fill up
   std::map<std::tuple<std::vector<Rank>, CollectiveKind, DataType>, size_t> open;
   for (size_t g = 0; g < gradients.size(); ++g) {
-    const BoxingPlan& plan = *gradients[g].plan;
+    const BoxingPlan& plan = gradients[g].boxing->plan;
     for (size_t k = 0; k < plan.steps.size(); ++k) {
       const BoxingStep& step = plan.steps[k];
       const auto key = std::make_tuple(step.group, step.collective, plan.desc.dtype);
@@ -105,7 +123,7 @@ absl::Status Lowerer::EmitGradientBuckets(int64_t first_optimizer_position) {
       }
       Bucket& bucket = buckets[it->second];
       bucket.parts.emplace_back(g, k);
-      bucket.bytes += Volume(CollectiveGeometry(plan, step).group_region()) * SizeOf(plan.desc.dtype);
+      bucket.bytes += GroupVolume(plan, step) * SizeOf(plan.desc.dtype);
       if (bucket.bytes >= options_.bucket_bytes) {
         closed.push_back(it->second);
         open.erase(it);
@@ -119,60 +137,76 @@ absl::Status Lowerer::EmitGradientBuckets(int64_t first_optimizer_position) {
   for (size_t n = 0; n < closed.size(); ++n) {
     const Bucket& bucket = buckets[closed[n]];
     const bool scatter = bucket.kind == CollectiveKind::kReduceScatter;
+    const int64_t members = static_cast<int64_t>(bucket.group.size());
+    const int64_t first_task = builder_.ReserveTasks(members);
+    const int64_t first_register = builder_.ReserveRegisters(members);
+    const int64_t order = next_collective_order_++;
+    int64_t position = -1;
+    for (size_t p = 0; p < bucket.parts.size(); ++p) {
+      const auto& [g, k] = bucket.parts[p];
+      gradients[g].steps[k] = Value::BucketStep{first_task, first_register, static_cast<int32_t>(p)};
+      position = std::max(position, gradients[g].src->position);
+    }
+    std::vector<int64_t> emitted;  // members built here
+    for (int64_t m = 0; m < members; ++m) {
+      if (builder_.Emits(bucket.group[m].value())) emitted.push_back(m);
+    }
+    if (emitted.empty()) continue;
     CollectiveParams params;
     params.set_kind(static_cast<CollectiveParams::Kind>(bucket.kind));
     for (Rank r : bucket.group) params.add_ranks(r.value());
-    params.set_global_order(next_collective_order_++);
-    int64_t position = -1, staging = 0;
+    params.set_global_order(order);
+    int64_t staging = 0;
     for (const auto& [g, k] : bucket.parts) {
-      const Gradient& gradient = gradients[g];
-      *params.add_parts() = CollectiveGeometry(*gradient.plan, gradient.plan->steps[k]);
+      const BoxingPlan& plan = gradients[g].boxing->plan;
+      *params.add_parts() = CollectiveGeometry(plan, plan.steps[k]);
       staging += Volume(params.parts().rbegin()->group_region());
-      position = std::max(position, gradient.src.position);
     }
-    const Value& first = gradients[bucket.parts.front().first].src;
-    const DataType dtype = gradients[bucket.parts.front().first].plan->desc.dtype;
+    const Value& first = *gradients[bucket.parts.front().first].src;
+    const DataType dtype = gradients[bucket.parts.front().first].boxing->plan.desc.dtype;
     const std::string name = absl::StrCat("grad_bucket", n, ".", CollectiveKindName(bucket.kind));
-    for (size_t m = 0; m < bucket.group.size(); ++m) {
+    for (int64_t m : emitted) {
       TaskInfo info = NewTask(TaskProto::COLLECTIVE, bucket.group[m], first.placement.device_type(), name, "",
                               first.stage, position);
       *info.proto.mutable_collective() = params;
-      const int64_t task = builder_.AddTask(std::move(info));
-      int64_t reg = -1;
-      for (const auto& [g, k] : bucket.parts) {
-        Gradient& gradient = gradients[g];
-        const BoxingStep& step = gradient.plan->steps[k];
-        const int32_t output = step.output + static_cast<int32_t>(m);
-        const TensorDesc desc{dtype, gradient.plan->values[output].region.shape()};
-        int32_t slot = 0;
-        if (reg < 0) {
-          reg = builder_.AddRegister(task, desc, absl::StrCat("grad_bucket", n, "@r", bucket.group[m].value()),
-                                     first.step_rate);
+      const int64_t task = builder_.AddTask(first_task + m, std::move(info));
+      const int64_t reg = first_register + m;
+      for (size_t p = 0; p < bucket.parts.size(); ++p) {
+        const auto& [g, k] = bucket.parts[p];
+        const BoxingPlan& plan = gradients[g].boxing->plan;
+        const BoxingStep& step = plan.steps[k];
+        const TensorDesc desc{dtype, plan.values[step.output + static_cast<int32_t>(m)].region.shape()};
+        if (p == 0) {
+          builder_.AddRegister(reg, task, desc, absl::StrCat("grad_bucket", n, "@r", bucket.group[m].value()),
+                               first.step_rate);
         } else {
-          slot = builder_.AddSlot(reg, desc);
+          builder_.AddSlot(reg, desc);
         }
-        const int32_t in = step.inputs[m];  // a source value: the device index in src's placement
-        builder_.AddInput(task, gradient.src.registers[in], gradient.src.SlotOf(in));
-        gradient.defined[output] = {reg, slot};
+        const RegRef in = gradients[g].src->At(step.inputs[m]);  // a source value: a device of src
+        builder_.AddInput(task, in.reg, in.slot);
       }
       if (scatter) builder_.AddSlot(reg, TensorDesc{dtype, Shape({staging})});
     }
   }
 
   for (Gradient& gradient : gradients) {
-    ASSIGN_OR_RETURN(const BoxingPlan* plan,
-                     PlanFor(gradient.tensor, gradient.src, gradient.placement, gradient.nd_sbp, /*use=*/true));
-    Value result{gradient.placement, gradient.nd_sbp, gradient.src.step_rate, gradient.src.stage,
-                 gradient.src.position, {}, {}};
-    for (int64_t d = 0; d < gradient.placement.num_devices(); ++d) {
-      auto it = gradient.defined.find(plan->dst_values[d]);
-      if (it == gradient.defined.end()) {
+    const BoxingPlan& plan = gradient.boxing->plan;
+    Value result{gradient.placement, gradient.nd_sbp, gradient.src->step_rate, gradient.src->stage,
+                 gradient.src->position, true, gradient.tensor};
+    result.origin = Origin::kBucket;
+    result.boxing = gradient.boxing;
+    result.bucket = std::move(gradient.steps);
+    result.summary = NewSummary();
+    for (int64_t d : EmittedDevices(gradient.placement)) {
+      const int32_t v = plan.dst_values[d];
+      if (v < 0 || v >= static_cast<int32_t>(plan.values.size()) || gradient.boxing->layout.value_step[v] < 0) {
         return absl::InternalError(absl::StrCat("lowering: bucketed gradient '", graph_.tensor(gradient.tensor).name,
                                                 "' has no bucket slot for device ", d));
       }
-      result.registers.push_back(it->second.first);
-      result.slots.push_back(it->second.second);
     }
+    ASSIGN_OR_RETURN(const CachedPlan* counted,  // counts the use (kAuto), as the whole boxing would
+                     PlanFor(gradient.tensor, *gradient.src, gradient.placement, gradient.nd_sbp, /*use=*/true));
+    (void)counted;
     values_.emplace(ValueKey{gradient.tensor.value(), gradient.placement, gradient.nd_sbp, multi_rate_},
                     std::move(result));
   }

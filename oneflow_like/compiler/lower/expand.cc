@@ -1,5 +1,6 @@
 // Physical expansion: SOURCE / COMPUTE / SINK tasks, rate changes and variable update edges
-// (rules in lower.h).
+// (rules in lower.h). Every emission reserves its ids for all devices and builds the tasks of
+// EmittedDevices (all of them for the whole plan, the lowered rank's for one rank).
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
@@ -9,15 +10,6 @@
 namespace oneflow_like {
 namespace compiler {
 namespace lower_internal {
-namespace {
-
-std::string At(const std::string& base, Rank rank) { return absl::StrCat(base, "@r", rank.value()); }
-
-TensorDesc ShardDesc(const TensorDesc& logical, const NdSbp& nd_sbp, const Placement& placement, int64_t index) {
-  return TensorDesc{logical.dtype, PhysicalShape(logical.shape, nd_sbp, placement.hierarchy(), index)};
-}
-
-}  // namespace
 
 TaskInfo Lowerer::NewTask(TaskProto::Type type, Rank rank, DeviceType device, const std::string& name,
                           const std::string& op_name, int stage, int64_t position) const {
@@ -25,35 +17,54 @@ TaskInfo Lowerer::NewTask(TaskProto::Type type, Rank rank, DeviceType device, co
   info.proto.set_rank(rank.value());
   *info.proto.mutable_device() = MakeDevice(device);
   info.proto.set_type(type);
-  info.proto.set_name(At(name, rank));
+  info.proto.set_name(RankName(name, rank));
   info.proto.set_op_name(op_name);
   info.stage = stage;
   info.position = position;
   return info;
 }
 
+std::vector<int64_t> Lowerer::EmittedDevices(const Placement& placement) const {
+  std::vector<int64_t> devices;
+  if (builder_.only_rank() < 0) {
+    devices.resize(placement.num_devices());
+    for (int64_t d = 0; d < placement.num_devices(); ++d) devices[d] = d;
+  } else if (const int64_t d = placement.IndexOf(Rank(builder_.only_rank())); d >= 0) {
+    devices.push_back(d);
+  }
+  return devices;
+}
+
+int32_t Lowerer::NewSummary() {
+  if (builder_.only_rank() < 0) return -1;  // only mirrors need them
+  summaries_.emplace_back();
+  return static_cast<int32_t>(summaries_.size() - 1);
+}
+
 void Lowerer::EmitSources() {
   for (const TensorNode& t : graph_.tensors()) {
     if (!t.is_source()) continue;
     const Placement& placement = *t.placement;
-    Value value{placement, *t.nd_sbp, multi_rate_ && t.is_variable, first_reader_stage_[t.id.value()], -1, {}};
-    std::vector<int64_t>& holders = holder_tasks_[t.id.value()];
-    for (int64_t d = 0; d < placement.num_devices(); ++d) {
+    const int64_t n = placement.num_devices();
+    Value value{placement, *t.nd_sbp, multi_rate_ && t.is_variable, first_reader_stage_[t.id.value()], -1, true, t.id};
+    value.task_base = builder_.ReserveTasks(n);
+    value.reg_base = builder_.ReserveRegisters(n);
+    value.summary = NewSummary();
+    holder_tasks_[t.id.value()] = value.task_base;
+    for (int64_t d : EmittedDevices(placement)) {
       const Rank rank = placement.ranks()[d];
       TaskInfo info = NewTask(TaskProto::SOURCE, rank, placement.device_type(), t.name + ".source", "",
                               value.stage, -1);
       info.proto.mutable_io()->set_tensor_name(t.name);
-      const int64_t task = builder_.AddTask(std::move(info));
-      const int64_t reg = builder_.AddRegister(task, ShardDesc(*t.desc, value.nd_sbp, placement, d),
-                                               At(t.name, rank), value.step_rate);
-      value.registers.push_back(reg);
+      const int64_t task = builder_.AddTask(value.task_base + d, std::move(info));
+      const int64_t reg = builder_.AddRegister(value.reg_base + d, task, ShardDesc(*t.desc, value.nd_sbp, placement, d),
+                                               RankName(t.name, rank), value.step_rate);
       TensorBindingProto binding;
       binding.set_tensor_name(t.name);
       binding.mutable_slot()->set_register_id(reg);
       *binding.mutable_shard() = MakeShardInfo(t.desc->shape, value.nd_sbp, placement, d);
       if (t.is_variable) {
         builder_.reg(reg).persistent = true;
-        holders.push_back(task);
         binding.set_kind(TensorBindingProto::VARIABLE);
         *binding.mutable_initializer() = t.initializer;
         binding.mutable_initializer()->set_seed(
@@ -85,56 +96,33 @@ absl::Status Lowerer::EmitOp(OpId op_id) {
   for (size_t i = 0; i < op.inputs.size(); ++i) {
     ASSIGN_OR_RETURN(const Value* v, GetValue(op.inputs[i], placement, signature.inputs[i], step_rate));
     inputs.push_back(v);
+    if (v->summary >= 0) summaries_[v->summary].Add(op.stage, position);
   }
   // An op without inputs (fill, e.g. the loss gradient seed; random_*) must still fire once
-  // per piece: each of its tasks consumes, without reading it (a control input), a piece-rate
-  // source value on its rank: an input's own register, else a variable's REPEAT.
-  std::vector<int64_t> pacing(placement.num_devices(), -1);
-  for (int64_t d = 0; d < placement.num_devices() && op.inputs.empty(); ++d) {
-    for (bool want_input : {true, false}) {
-      for (const TensorNode& t : graph_.tensors()) {
-        if (pacing[d] >= 0 || !t.is_source() || t.is_variable == want_input) continue;
-        const Value& native = native_[t.id.value()];
-        const std::vector<Rank>& ranks = native.placement.ranks();
-        const auto at = std::find(ranks.begin(), ranks.end(), placement.ranks()[d]);
-        if (at == ranks.end()) continue;
-        ASSIGN_OR_RETURN(const Value* paced, GetValue(t.id, native.placement, native.nd_sbp, /*step_rate=*/false));
-        pacing[d] = paced->registers[at - ranks.begin()];
-      }
-    }
-    // No source on this rank (e.g. the loss gradient's seed on a pipeline's or a placement's
-    // last ranks that hold only activations): the latest piece-rate value produced on this rank
-    // before this op paces it (the loss itself, for the seed).
-    int64_t best_position = -1;
-    for (const TensorNode& t : graph_.tensors()) {
-      if (pacing[d] >= 0 && best_position < 0) break;
-      if (t.is_source()) continue;
-      const Value& produced = native_[t.id.value()];
-      if (produced.registers.empty() || produced.step_rate || produced.position >= position ||
-          produced.position <= best_position) {
-        continue;
-      }
-      const std::vector<Rank>& ranks = produced.placement.ranks();
-      const auto at = std::find(ranks.begin(), ranks.end(), placement.ranks()[d]);
-      if (at == ranks.end()) continue;
-      pacing[d] = produced.registers[at - ranks.begin()];
-      best_position = produced.position;
-    }
-    if (pacing[d] < 0) {
-      return absl::InvalidArgumentError(absl::StrCat("op '", op.name, "' (", op.type, ") has no inputs and rank ",
-                                                     placement.ranks()[d].value(),
-                                                     " holds no input or variable to pace its firings (hint: place "
-                                                     "it on ranks that hold an input or a variable)"));
-    }
+  // per piece: each of its tasks consumes, without reading it, a register pacing it (pacing.cc).
+  std::vector<int64_t> pacing;
+  if (op.inputs.empty()) {
+    ASSIGN_OR_RETURN(pacing, PacingRegisters(op, position));
   }
+  const int64_t n = placement.num_devices();
+  const int64_t num_outputs = static_cast<int64_t>(op.outputs.size());
+  const int64_t first_task = builder_.ReserveTasks(n);
+  const int64_t first_register = builder_.ReserveRegisters(n * num_outputs);
   std::vector<Value> outputs(op.outputs.size());
   for (size_t j = 0; j < op.outputs.size(); ++j) {
-    outputs[j] = Value{placement, signature.outputs[j], step_rate, op.stage, position, {}};
+    outputs[j] = Value{placement, signature.outputs[j], step_rate, op.stage, position, true, op.outputs[j]};
+    outputs[j].task_base = first_task;
+    outputs[j].reg_base = first_register + static_cast<int64_t>(j);
+    outputs[j].reg_stride = num_outputs;
+    outputs[j].summary = NewSummary();
   }
+  const std::vector<int64_t> devices = EmittedDevices(placement);
   ComputeParams params;
-  params.set_op_type(op.type);
-  for (const auto& [name, value] : op.attrs.values()) (*params.mutable_attrs())[name] = AttrValueToProto(value);
-  for (int64_t d = 0; d < placement.num_devices(); ++d) {
+  if (!devices.empty()) {
+    params.set_op_type(op.type);
+    for (const auto& [name, value] : op.attrs.values()) (*params.mutable_attrs())[name] = AttrValueToProto(value);
+  }
+  for (int64_t d : devices) {
     const Rank rank = placement.ranks()[d];
     TaskInfo info = NewTask(TaskProto::COMPUTE, rank, placement.device_type(), op.name, op.name, op.stage, position);
     ComputeParams* compute = info.proto.mutable_compute();
@@ -147,13 +135,17 @@ absl::Status Lowerer::EmitOp(OpId op_id) {
       *compute->add_output_shards() =
           MakeShardInfo(graph_.tensor(op.outputs[j]).desc->shape, signature.outputs[j], placement, d);
     }
-    const int64_t task = builder_.AddTask(std::move(info));
-    for (const Value* v : inputs) builder_.AddInput(task, v->registers[d], v->SlotOf(d));
-    if (pacing[d] >= 0) builder_.AddControlInput(task, pacing[d]);
+    const int64_t task = builder_.AddTask(first_task + d, std::move(info));
+    for (const Value* v : inputs) {
+      const RegRef ref = v->At(d);
+      builder_.AddInput(task, ref.reg, ref.slot);
+    }
+    if (!pacing.empty()) builder_.AddControlInput(task, pacing[d]);
     for (size_t j = 0; j < op.outputs.size(); ++j) {
       const TensorNode& out = graph_.tensor(op.outputs[j]);
-      outputs[j].registers.push_back(builder_.AddRegister(
-          task, ShardDesc(*out.desc, signature.outputs[j], placement, d), At(out.name, rank), step_rate));
+      builder_.AddRegister(first_register + d * num_outputs + static_cast<int64_t>(j), task,
+                           ShardDesc(*out.desc, signature.outputs[j], placement, d), RankName(out.name, rank),
+                           step_rate);
     }
   }
   for (size_t j = 0; j < op.outputs.size(); ++j) native_[op.outputs[j].value()] = std::move(outputs[j]);
@@ -165,18 +157,20 @@ absl::Status Lowerer::EmitSinks() {
     if (!t.is_output) continue;
     ASSIGN_OR_RETURN(const Value* v, GetValue(t.id, *t.placement, *t.nd_sbp, /*step_rate=*/false));
     const Placement& placement = v->placement;
-    for (int64_t d = 0; d < placement.num_devices(); ++d) {
+    const int64_t first_task = builder_.ReserveTasks(placement.num_devices());
+    for (int64_t d : EmittedDevices(placement)) {
       const Rank rank = placement.ranks()[d];
       TaskInfo info = NewTask(TaskProto::SINK, rank, placement.device_type(), t.name + ".sink", "", v->stage,
                               v->position);
       info.proto.mutable_io()->set_tensor_name(t.name);
-      const int64_t task = builder_.AddTask(std::move(info));
-      builder_.AddInput(task, v->registers[d], v->SlotOf(d));
+      const int64_t task = builder_.AddTask(first_task + d, std::move(info));
+      const RegRef ref = v->At(d);
+      builder_.AddInput(task, ref.reg, ref.slot);
       TensorBindingProto binding;
       binding.set_tensor_name(t.name);
       binding.set_kind(TensorBindingProto::OUTPUT);
-      binding.mutable_slot()->set_register_id(v->registers[d]);
-      binding.mutable_slot()->set_slot(v->SlotOf(d));
+      binding.mutable_slot()->set_register_id(ref.reg);
+      binding.mutable_slot()->set_slot(ref.slot);
       *binding.mutable_shard() = MakeShardInfo(t.desc->shape, v->nd_sbp, placement, d);
       bindings_.push_back(std::move(binding));
       binding_rank_.push_back(rank.value());
@@ -190,10 +184,11 @@ absl::Status Lowerer::EmitUpdates() {
     const TensorNode& variable = graph_.tensor(update.variable);
     ASSIGN_OR_RETURN(const Value* v,
                      GetValue(update.new_value, *variable.placement, *variable.nd_sbp, multi_rate_));
-    const std::vector<int64_t>& holders = holder_tasks_[update.variable.value()];
-    for (size_t d = 0; d < holders.size(); ++d) {
-      builder_.AddInput(holders[d], v->registers[d], v->SlotOf(d));
-      builder_.reg(v->registers[d]).held_across_steps = true;
+    const int64_t first_holder = holder_tasks_[update.variable.value()];
+    for (int64_t d : EmittedDevices(*variable.placement)) {
+      const RegRef ref = v->At(d);
+      builder_.AddInput(first_holder + d, ref.reg, ref.slot);
+      builder_.reg(ref.reg).held_across_steps = true;
     }
   }
   return absl::OkStatus();
@@ -225,17 +220,23 @@ absl::StatusOr<const Value*> Lowerer::GetValue(TensorId tensor, const Placement&
 Value Lowerer::EmitRateChange(TensorId tensor, const Value& in, TaskProto::Type type) {
   const TensorNode& t = graph_.tensor(tensor);
   const bool repeat = type == TaskProto::REPEAT;
-  Value out{in.placement, in.nd_sbp, /*step_rate=*/!repeat, in.stage, in.position, {}};
-  for (int64_t d = 0; d < in.placement.num_devices(); ++d) {
+  const int64_t n = in.placement.num_devices();
+  Value out{in.placement, in.nd_sbp, /*step_rate=*/!repeat, in.stage, in.position, true, tensor};
+  out.origin = repeat ? Origin::kRepeat : Origin::kAccumulate;
+  out.task_base = builder_.ReserveTasks(n);
+  out.reg_base = builder_.ReserveRegisters(n);
+  out.summary = NewSummary();
+  for (int64_t d : EmittedDevices(in.placement)) {
     const Rank rank = in.placement.ranks()[d];
     TaskInfo info = NewTask(type, rank, in.placement.device_type(),
                             absl::StrCat(t.name, repeat ? ".repeat" : ".accumulate"), "", in.stage, in.position);
     info.proto.mutable_count()->set_count(pieces_per_step_);
-    const int64_t task = builder_.AddTask(std::move(info));
-    builder_.AddInput(task, in.registers[d], in.SlotOf(d));
+    const int64_t task = builder_.AddTask(out.task_base + d, std::move(info));
+    const RegRef ref = in.At(d);
+    builder_.AddInput(task, ref.reg, ref.slot);
     const TensorDesc desc = ShardDesc(*t.desc, in.nd_sbp, in.placement, d);
-    out.registers.push_back(builder_.AddRegister(
-        task, desc, At(absl::StrCat(t.name, repeat ? ".repeated" : ".accumulated"), rank), out.step_rate));
+    builder_.AddRegister(out.reg_base + d, task, desc, RankName(absl::StrCat(t.name, OriginSuffix(out.origin)), rank),
+                         out.step_rate);
   }
   return out;
 }

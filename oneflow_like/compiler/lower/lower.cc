@@ -40,8 +40,9 @@ Lowerer::Lowerer(const Graph& graph, const LowerOptions& options)
     : graph_(graph),
       options_(options),
       pieces_per_step_(PiecesPerStep(graph.config())),
+      builder_(options.only_rank),
       native_(graph.num_tensors()),
-      holder_tasks_(graph.num_tensors()) {
+      holder_tasks_(graph.num_tensors(), -1) {
   if (options.boxing == BoxingStyle::kCollective) {
     expander_ = std::make_unique<CollectiveExpander>(options.boxing_options);
   } else {
@@ -106,6 +107,56 @@ absl::Status Lowerer::CheckPreconditions() const {
   return absl::OkStatus();
 }
 
+absl::StatusOr<int32_t> Lowerer::WorldSize(const PlanProto& plan) const {
+  // Ranks with tasks: those of the plan, or (one rank) of every placement, which all get tasks.
+  int32_t needed = plan.ranks().empty() ? 0 : plan.ranks(plan.ranks_size() - 1) + 1;
+  if (builder_.only_rank() >= 0) {
+    needed = 0;
+    auto add = [&](const Placement& p) {
+      for (Rank r : p.ranks()) needed = std::max(needed, r.value() + 1);
+    };
+    for (const TensorNode& t : graph_.tensors()) {
+      if (t.is_source()) add(*t.placement);
+    }
+    const Placement* last = nullptr;
+    for (OpId id : graph_.op_order()) {
+      const Placement& p = *graph_.op(id).placement;
+      if (last == nullptr || !(p == *last)) add(p);
+      last = &p;
+    }
+  }
+  int32_t world_size = options_.world_size;
+  if (world_size == 0) world_size = needed;
+  if (world_size < needed) {
+    return absl::InvalidArgumentError(absl::StrCat("lowering '", graph_.name(), "': world_size ", world_size,
+                                                   " but placements use rank ", needed - 1,
+                                                   " (hint: raise world_size or leave it 0)"));
+  }
+  if (builder_.only_rank() >= world_size) {
+    return absl::InvalidArgumentError(absl::StrCat("lowering '", graph_.name(), "': only_rank ",
+                                                   builder_.only_rank(), " is outside the world of ", world_size,
+                                                   " ranks"));
+  }
+  return world_size;
+}
+
+void Lowerer::FillPerRank(PerRankProto* per_rank) {
+  per_rank->set_rank(builder_.only_rank());
+  for (const auto& [id, mirror] : builder_.mirrors()) {
+    if (mirror_facts_[id].step_rate) per_rank->add_step_rate_mirrors(id);
+  }
+  for (const TensorNode& t : graph_.tensors()) {
+    if (t.is_input) per_rank->add_inputs(t.name);
+    if (!t.is_output) continue;
+    OutputHoldersProto* holders = per_rank->add_outputs();
+    holders->set_tensor_name(t.name);
+    std::vector<int32_t> ranks;
+    for (Rank r : t.placement->ranks()) ranks.push_back(r.value());
+    std::sort(ranks.begin(), ranks.end());
+    for (int32_t r : ranks) holders->add_ranks(r);
+  }
+}
+
 absl::StatusOr<PlanProto> Lowerer::Run() {
   const int64_t alignment = options_.alignment;
   if (alignment < 1 || (alignment & (alignment - 1)) != 0) {
@@ -125,25 +176,21 @@ absl::StatusOr<PlanProto> Lowerer::Run() {
   RETURN_IF_ERROR(EmitUpdates());
 
   AssignStreams(&builder_);
-  AssignRegisterCounts(ComputeStageInfo(graph_), pieces_per_step_, options_.max_register_count, &builder_);
+  const StageInfo stages = ComputeStageInfo(graph_);
+  AssignRegisterCounts(stages, pieces_per_step_, options_.max_register_count, &builder_);
+  if (builder_.only_rank() >= 0) CountMirrors(stages);
   ASSIGN_OR_RETURN(std::vector<RankMemory> memory, AssignMemory(options_.alignment, options_.reuse_memory, &builder_));
 
   PlanProto plan;
   plan.set_job_name(graph_.name());
   plan.set_pieces_per_step(pieces_per_step_);
+  if (builder_.only_rank() >= 0) FillPerRank(plan.mutable_per_rank());
   RETURN_IF_ERROR(builder_.Assemble(&plan));
   AddMemoryBlocks(memory, &plan);
   std::map<int32_t, RankPlanProto*> by_rank;
   for (RankPlanProto& r : *plan.mutable_rank_plans()) by_rank[r.rank()] = &r;
   for (size_t b = 0; b < bindings_.size(); ++b) *by_rank[binding_rank_[b]]->add_bindings() = bindings_[b];
-  int32_t world_size = options_.world_size;
-  const int32_t needed = plan.ranks().empty() ? 0 : plan.ranks(plan.ranks_size() - 1) + 1;
-  if (world_size == 0) world_size = needed;
-  if (world_size < needed) {
-    return absl::InvalidArgumentError(absl::StrCat("lowering '", graph_.name(), "': world_size ", world_size,
-                                                   " but placements use rank ", needed - 1,
-                                                   " (hint: raise world_size or leave it 0)"));
-  }
+  ASSIGN_OR_RETURN(const int32_t world_size, WorldSize(plan));
   plan.set_world_size(world_size);
   for (auto& [transition, choice] : choices_) *plan.add_boxing_choices() = choice;
   return plan;

@@ -75,10 +75,18 @@
 // instead, rank 0 gets a TRANSFER of rank 1's x register (mirror with remote {rank: 1}) and a
 // BOXING_CONCAT of its own shard and the transferred one before the relu.
 //
+// One rank (LowerOptions::only_rank): the same decisions, the same ids (each emission reserves
+// as many task and register ids as the whole plan gives it, computed from the op's placement or
+// the boxing plan without building the other ranks' tasks), only that rank's tasks and registers
+// built; the far ends it must agree on are derived, not built: the mirror of a register it
+// receives (producer, slots, name, and its count from the stages and positions of the ops that
+// read it on its own rank), the receiving task of a register it sends.
+//
 // Deterministic: the same graph and options give a byte-identical PlanProto. Cost: linear in
 // ops x devices plus the boxing plans' sizes; BoxingPlans are memoized per distinct request, so
 // the repeated layers of a deep model are planned once (a 24-layer GPT on 512 ranks, 1.5M
-// tasks, lowers in ~8 s optimized). Thread-compatible (no shared state).
+// tasks, lowers in ~8 s optimized). One rank: linear in its own tasks plus the distinct boxing
+// plans' sizes. Thread-compatible (no shared state).
 #ifndef ONEFLOW_LIKE_COMPILER_LOWER_LOWER_H_
 #define ONEFLOW_LIKE_COMPILER_LOWER_LOWER_H_
 
@@ -117,6 +125,14 @@ struct LowerOptions {
   // gradient. Only where the boxing of a gradient is collectives alone (BoxingStyle kCollective,
   // or kAuto where it chose them).
   int64_t bucket_bytes = int64_t{4} << 20;
+  // -1: the whole plan (every rank). r >= 0: only rank r's plan (docs/plan_format.md "Per-rank
+  // plans"): its RankPlanProto byte for byte as in the whole plan (same task and register ids,
+  // orders, offsets, counts, mirrors of what it receives, consumers on other ranks of what it
+  // sends, collectives' params and global_order), `ranks` = {r} (empty if r has no work) and
+  // its `memory` entry; job_name, world_size, pieces_per_step and boxing_choices as in the whole
+  // plan. Time and memory depend on r's share of the work and on the number of distinct boxing
+  // plans, not on the world size (lowering.h: every emission reserves the whole plan's ids).
+  int32_t only_rank = -1;
   // Lifetime-based byte sharing in the reusable block. It assumes each stream runs its tasks
   // strictly in order_in_stream, piece after piece (docs/plan_format.md); false = every
   // register gets its own bytes (for a runtime that fires ready actors in any order).

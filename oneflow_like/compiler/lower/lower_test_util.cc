@@ -1,12 +1,63 @@
 #include "oneflow_like/compiler/lower/lower_test_util.h"
 
+#include <algorithm>
+#include <map>
+#include <set>
+
+#include <google/protobuf/io/coded_stream.h>
+#include <google/protobuf/io/zero_copy_stream_impl_lite.h>
+
 #include "glog/logging.h"
+#include "gtest/gtest.h"
 #include "oneflow_like/compiler/lower/test_annotate.h"
+#include "oneflow_like/compiler/plan/rank_plans.h"
 #include "oneflow_like/compiler/test_util.h"
 
 namespace oneflow_like {
 namespace compiler {
 namespace testing {
+
+namespace {
+
+std::string Bytes(const google::protobuf::MessageLite& m) {
+  std::string out;
+  google::protobuf::io::StringOutputStream stream(&out);
+  google::protobuf::io::CodedOutputStream coded(&stream);
+  coded.SetSerializationDeterministic(true);
+  m.SerializePartialToCodedStream(&coded);
+  return out;
+}
+
+std::string Head(const std::string& text) { return text.substr(0, 3000); }
+
+// The first entry where two rank plans differ, both sides printed.
+std::string FirstDifference(const RankPlanProto& want, const RankPlanProto& got) {
+  for (int i = 0; i < std::max(want.registers_size(), got.registers_size()); ++i) {
+    if (i >= want.registers_size() || i >= got.registers_size()) {
+      return "register count " + std::to_string(want.registers_size()) + " (whole) vs " +
+             std::to_string(got.registers_size()) + " (per rank); first extra: " +
+             Head((i < want.registers_size() ? want.registers(i) : got.registers(i)).DebugString());
+    }
+    if (Bytes(want.registers(i)) != Bytes(got.registers(i))) {
+      return "register " + std::to_string(i) + ":\n--- whole:\n" + Head(want.registers(i).DebugString()) +
+             "--- per rank:\n" + Head(got.registers(i).DebugString());
+    }
+  }
+  for (int i = 0; i < std::max(want.tasks_size(), got.tasks_size()); ++i) {
+    if (i >= want.tasks_size() || i >= got.tasks_size()) {
+      return "task count " + std::to_string(want.tasks_size()) + " (whole) vs " + std::to_string(got.tasks_size()) +
+             " (per rank); first extra: " + Head((i < want.tasks_size() ? want.tasks(i) : got.tasks(i)).DebugString());
+    }
+    if (Bytes(want.tasks(i)) != Bytes(got.tasks(i))) {
+      return "task " + std::to_string(i) + ":\n--- whole:\n" + Head(want.tasks(i).DebugString()) +
+             "--- per rank:\n" + Head(got.tasks(i).DebugString());
+    }
+  }
+  return "memory blocks or bindings:\n--- whole:\n" + Head(want.DebugString()) + "--- per rank:\n" +
+         Head(got.DebugString());
+}
+
+}  // namespace
 
 absl::StatusOr<PlanProto> LowerText(const std::string& text, const LowerOptions& options,
                                     const std::function<void(Graph*)>& edit, bool annotate) {
@@ -25,6 +76,70 @@ PlanProto LowerTextOrDie(const std::string& text, const LowerOptions& options,
   absl::StatusOr<PlanProto> plan = LowerText(text, options, edit);
   CHECK(plan.ok()) << plan.status();
   return *std::move(plan);
+}
+
+Graph AnnotatedGraph(const std::string& text, const OpRegistry& registry,
+                     const std::function<void(Graph*)>& edit) {
+  Graph graph = ParseAndInfer(text, registry);
+  absl::Status s = AnnotateSbpForTest(&graph);
+  CHECK(s.ok()) << s;
+  if (edit) edit(&graph);
+  return graph;
+}
+
+PlanProto ExpectPerRankMatchesWhole(const Graph& graph, LowerOptions options) {
+  options.only_rank = -1;
+  absl::StatusOr<PlanProto> whole = LowerToPlan(graph, options);
+  EXPECT_TRUE(whole.ok()) << whole.status();
+  if (!whole.ok()) return PlanProto();
+  std::map<int32_t, const RankPlanProto*> rank_plans;
+  std::map<int32_t, const RankMemoryProto*> memory;
+  for (int i = 0; i < whole->ranks_size(); ++i) {
+    rank_plans[whole->ranks(i)] = &whole->rank_plans(i);
+    memory[whole->ranks(i)] = &whole->memory(i);
+  }
+  std::vector<PlanProto> parts;
+  for (int32_t r = 0; r < whole->world_size(); ++r) {
+    options.only_rank = r;
+    absl::StatusOr<PlanProto> part = LowerToPlan(graph, options);
+    EXPECT_TRUE(part.ok()) << "rank " << r << ": " << part.status();
+    if (!part.ok()) return PlanProto();
+    EXPECT_EQ(part->job_name(), whole->job_name());
+    EXPECT_EQ(part->world_size(), whole->world_size());
+    EXPECT_EQ(part->pieces_per_step(), whole->pieces_per_step());
+    EXPECT_EQ(part->boxing_choices_size(), whole->boxing_choices_size());
+    EXPECT_EQ(part->per_rank().rank(), r);
+    auto it = rank_plans.find(r);
+    if (it == rank_plans.end()) {
+      EXPECT_EQ(part->rank_plans_size(), 0) << "rank " << r << " has no work in the whole plan";
+    } else {
+      EXPECT_EQ(part->ranks_size(), 1);
+      EXPECT_EQ(part->rank_plans_size(), 1);
+      EXPECT_EQ(part->memory_size(), 1);
+      if (part->rank_plans_size() == 1 && part->memory_size() == 1) {
+        const bool same = Bytes(part->rank_plans(0)) == Bytes(*it->second);
+        EXPECT_TRUE(same) << "rank " << r << ": " << (same ? "" : FirstDifference(*it->second, part->rank_plans(0)));
+        EXPECT_EQ(Bytes(part->memory(0)), Bytes(*memory[r])) << "rank " << r;
+        // Every mirror of the whole plan's rank r, with the producing register's rate.
+        std::set<int64_t> step_rate(part->per_rank().step_rate_mirrors().begin(),
+                                    part->per_rank().step_rate_mirrors().end());
+        for (const RegisterProto& reg : part->rank_plans(0).registers()) {
+          if (!reg.has_remote()) {
+            EXPECT_EQ(step_rate.count(reg.id()), 0u) << reg.name();
+          }
+        }
+      }
+    }
+    parts.push_back(*std::move(part));
+  }
+  absl::StatusOr<PlanProto> merged = MergeRankPlans(std::move(parts));
+  EXPECT_TRUE(merged.ok()) << merged.status();
+  if (merged.ok()) {
+    PlanProto want = *whole;
+    want.clear_content_hash();
+    EXPECT_TRUE(Bytes(*merged) == Bytes(want)) << "the merged per-rank plans differ from the whole plan";
+  }
+  return *std::move(whole);
 }
 
 void AddUpdate(Graph* graph, const std::string& variable, const std::string& new_value) {

@@ -23,6 +23,17 @@ PlanProto LowerTextOrDie(const std::string& text, const LowerOptions& options = 
 // Adds the update `variable` <- `new_value` (by tensor names; CHECK-fails on error).
 void AddUpdate(Graph* graph, const std::string& variable, const std::string& new_value);
 
+// The annotated graph LowerText lowers (`registry` must outlive it).
+Graph AnnotatedGraph(const std::string& text, const OpRegistry& registry,
+                     const std::function<void(Graph*)>& edit = nullptr);
+
+// Lowers `graph` whole and once per rank (options.only_rank = 0 .. world_size - 1) and expects,
+// byte for byte, every per-rank plan's rank plan, memory entry and plan-level fields to equal
+// the whole plan's, its per_rank facts to match the other ranks' plans (step-rate mirrors, inputs,
+// output holders), and the parts merged (MergeRankPlans) to equal the whole plan. Returns the
+// whole plan (empty if lowering failed).
+PlanProto ExpectPerRankMatchesWhole(const Graph& graph, LowerOptions options);
+
 // A data-parallel MLP on cpu:[0,1] with a hand-written weight gradient of its second layer (a
 // partial sum) and an SGD update of w2 and its momentum buffer `buf` (job seed 5):
 //   x[8,4] S(0), dy[8,3] S(0); h = matmul(x, w1[4,6]); a = relu(h); y = matmul(a, w2[6,3]);

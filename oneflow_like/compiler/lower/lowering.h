@@ -1,12 +1,19 @@
 // Internal to //oneflow_like/compiler/lower: the Lowerer that LowerToPlan runs (lower.h has
-// the rules). Split by feature: expand.cc (sources, compute, sinks, rates, updates),
-// boxing_lower.cc (BoxingPlan -> tasks), bucket.cc (gradient buckets), registers.cc (streams,
-// counts, memory).
+// the rules). Split by feature: expand.cc (sources, compute, sinks, rates, updates), pacing.cc
+// (the control input of ops without inputs), boxing_lower.cc (BoxingPlan -> tasks), bucket.cc
+// (gradient buckets), values.cc (where a value's registers are; remote registers as mirrors),
+// registers.cc (streams, counts, memory).
 //
 // The lowering tracks *values*: one logical tensor in one layout (placement, NdSbp) at one
 // rate, held as one register per device of the placement. GetValue returns the value a
 // consumer needs, building boxing / REPEAT / ACCUMULATE tasks on first use and caching it, so
 // consumers that need the same layout share one conversion.
+//
+// One rank (LowerOptions::only_rank): every global decision is made as for the whole plan (the
+// values, the boxing plans, the buckets, the collective order), and every emission reserves the
+// ids the whole plan gives it, but only the rank's own tasks and registers are built. A value's
+// register on device d is a closed form of the emission's first ids (Value::At), so a
+// neighbour's register (a transfer's far end) is named without building the neighbour's tasks.
 #ifndef ONEFLOW_LIKE_COMPILER_LOWER_LOWERING_H_
 #define ONEFLOW_LIKE_COMPILER_LOWER_LOWERING_H_
 
@@ -14,6 +21,7 @@
 #include <map>
 #include <memory>
 #include <tuple>
+#include <utility>
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
@@ -26,15 +34,77 @@ namespace oneflow_like {
 namespace compiler {
 namespace lower_internal {
 
+// A boxing plan and where its tasks fall: each step adds one task per output value (a
+// collective one per member), each task one register, in step order; so value v's task and
+// register are the boxing's first ids + value_offset[v].
+struct PlanLayout {
+  std::vector<int32_t> step_offset;       // by step: its first task, relative
+  std::vector<int32_t> value_offset;      // by value: its task (= register), relative; -1: a source
+  std::vector<int32_t> value_step;        // by value: the step defining it; -1: a source
+  std::vector<int32_t> collective_index;  // by step: collective steps before it
+  int64_t num_tasks = 0;
+  int64_t num_collectives = 0;
+  std::vector<bool> aliased_source;       // by source value: some destination device's value
+  std::vector<bool> is_destination;       // by value: some destination device's value
+  std::vector<int32_t> local_steps;       // one rank: the steps it runs, sends from or joins
+};
+
+struct CachedPlan {
+  BoxingPlan plan;
+  PlanLayout layout;
+};
+
+// A register of a value on one device, the slot holding the shard, and its producer task.
+struct RegRef {
+  int64_t reg = -1;
+  int32_t slot = 0;
+  int64_t task = -1;
+};
+
+// What produced a value's registers (for the names and descs of mirrors).
+enum class Origin : int8_t { kTensor, kRepeat, kAccumulate, kBoxed, kBucket };
+
 struct Value {
   Placement placement;
   NdSbp nd_sbp;
   bool step_rate = false;
   int stage = 0;           // stage its tasks work for (the producer's, or a source's first reader's)
   int64_t position = -1;   // program-order index of its producer op (-1: a source)
-  std::vector<int64_t> registers;  // per device, parallel-id order; slot 0 holds the shard
-  std::vector<int32_t> slots;      // per device where the shard is not slot 0 (a bucket), else empty
-  int32_t SlotOf(size_t device) const { return slots.empty() ? 0 : slots[device]; }
+  bool defined = false;    // produced (native_ entries start undefined)
+  TensorId tensor;
+  Origin origin = Origin::kTensor;
+  // Device d's register: kTensor / kRepeat / kAccumulate: register reg_base + d * reg_stride,
+  // task task_base + d. kBoxed: the destination value boxing->plan.dst_values[d]: a source value
+  // is src's register, another value v register reg_base + value_offset[v] (task task_base + it).
+  // kBucket: per step k of `boxing`, bucket[k] = its bucket's first task / register and the
+  // slot; member m of step k is task first_task + m, register first_register + m.
+  int64_t task_base = -1, reg_base = -1, reg_stride = 1;
+  const CachedPlan* boxing = nullptr;
+  const Value* src = nullptr;
+  struct BucketStep {
+    int64_t first_task = -1, first_register = -1;
+    int32_t slot = 0;
+  };
+  std::vector<BucketStep> bucket;
+  int32_t summary = -1;    // its consumers, Lowerer::summaries_ (the count of a mirror)
+
+  RegRef At(int64_t device) const;
+  int32_t SlotOf(int64_t device) const { return At(device).slot; }
+};
+
+// "<base>@r<rank>": the names of tasks and registers.
+std::string RankName(const std::string& base, Rank rank);
+// Device `index`'s shard of `logical` laid out as (placement, nd_sbp).
+TensorDesc ShardDesc(const TensorDesc& logical, const NdSbp& nd_sbp, const Placement& placement, int64_t index);
+// The register name suffix of an origin: "" (a tensor), ".repeated", ".accumulated".
+const char* OriginSuffix(Origin origin);
+
+// The stages and positions of the ops reading a register: what its count depends on.
+struct ConsumerSummary {
+  int min_stage = 0, max_stage = -1;  // max < min: none
+  int64_t first = -1, last = -1;      // positions >= 0 only
+  void Add(int stage, int64_t position);
+  void Merge(const ConsumerSummary& other);
 };
 
 // A collective step's geometry (logical_dims, group_region, input / output regions; no kind,
@@ -59,6 +129,9 @@ class Lowerer {
 
  private:
   absl::Status CheckPreconditions() const;
+  absl::StatusOr<int32_t> WorldSize(const PlanProto& plan) const;
+  // One rank: the facts about other ranks its runtime needs (plan.proto PerRankProto).
+  void FillPerRank(PerRankProto* per_rank);
   // expand.cc
   void EmitSources();
   absl::Status EmitOp(OpId op_id);
@@ -70,15 +143,29 @@ class Lowerer {
   Value EmitRateChange(TensorId tensor, const Value& in, TaskProto::Type type);
   TaskInfo NewTask(TaskProto::Type type, Rank rank, DeviceType device, const std::string& name,
                    const std::string& op_name, int stage, int64_t position) const;
+  // The device of placement whose register / task this rank builds: every device for the whole
+  // plan, the rank's own (if any) for one rank.
+  std::vector<int64_t> EmittedDevices(const Placement& placement) const;
+  int32_t NewSummary();
+  // pacing.cc: per device of the op (placement order), the register pacing it (an op without
+  // inputs); GetValue's side effects in the order the whole lowering makes them.
+  absl::StatusOr<std::vector<int64_t>> PacingRegisters(const OpNode& op, int64_t position);
   // boxing_lower.cc
   // The boxing plan of `tensor` from `src`'s layout to (placement, nd_sbp), memoized; under
   // kAuto the cheaper expansion, the choice recorded in choices_ (counted when `use`).
-  absl::StatusOr<const BoxingPlan*> PlanFor(TensorId tensor, const Value& src, const Placement& placement,
+  absl::StatusOr<const CachedPlan*> PlanFor(TensorId tensor, const Value& src, const Placement& placement,
                                             const NdSbp& nd_sbp, bool use);
   absl::StatusOr<Value> EmitBoxing(TensorId tensor, const Value& src, const Placement& placement,
                                    const NdSbp& nd_sbp);
   // bucket.cc
   absl::Status EmitGradientBuckets(int64_t first_optimizer_position);
+  // values.cc: one rank: the mirror of another rank's register: `value`'s on `device`, or value
+  // v of a boxing (`owner`: its result's summary), before a local TRANSFER reads it.
+  absl::Status AddValueMirror(const Value& value, int64_t device);
+  void AddBoxingMirror(const CachedPlan& boxing, const Value& src, int64_t first_register, int64_t first_task,
+                       int32_t owner, int32_t v);
+  // Sets the count of every mirror (rule in lower.h) from the summaries of its readers.
+  void CountMirrors(const StageInfo& stages);
 
   const Graph& graph_;
   LowerOptions options_;
@@ -91,16 +178,30 @@ class Lowerer {
   std::vector<int> first_reader_stage_;      // by TensorId
   PlanBuilder builder_;
   std::vector<Value> native_;                // by TensorId: what its producer delivers
-  std::vector<std::vector<int64_t>> holder_tasks_;  // by TensorId (variables): per device
+  std::vector<int64_t> holder_tasks_;        // by TensorId (variables): the first holder task
   using ValueKey = std::tuple<int64_t, Placement, NdSbp, bool>;
   absl::node_hash_map<ValueKey, Value> values_;
   int64_t next_collective_order_ = 0;
   bool buckets_emitted_ = false;
   // Boxing plans by request (name excluded): the layers of a deep model repeat the same
   // transitions, and the planner's cost grows with the placement size.
-  absl::node_hash_map<std::string, BoxingPlan> plan_cache_;  // node: PlanFor hands out pointers
+  absl::node_hash_map<std::string, CachedPlan> plan_cache_;  // node: PlanFor hands out pointers
   std::vector<TensorBindingProto> bindings_;  // in creation order
   std::vector<int32_t> binding_rank_;         // the rank of each entry of bindings_
+  // One rank: mirror counts. summaries_[value.summary]: the ops reading the value;
+  // aliases_[summary]: (summary, boxing) of boxed values whose destinations reuse some of its
+  // registers; mirror_readers_: per mirror, the summaries of the values holding it;
+  // pacing_readers_: by register, the (stage, position) of ops it paces.
+  std::vector<ConsumerSummary> summaries_;
+  absl::flat_hash_map<int32_t, std::vector<std::pair<int32_t, const PlanLayout*>>> aliases_;
+  struct MirrorFacts {
+    int stage = 0;
+    int64_t position = -1;
+    bool step_rate = false;
+    std::vector<std::pair<int32_t, int64_t>> summaries;  // (summary, device: -1 = no aliases)
+  };
+  std::map<int64_t, MirrorFacts> mirror_facts_;
+  absl::flat_hash_map<int64_t, std::vector<std::pair<int, int64_t>>> pacing_readers_;
 };
 
 }  // namespace lower_internal

@@ -11,26 +11,53 @@ namespace oneflow_like {
 namespace compiler {
 namespace lower_internal {
 
-int64_t PlanBuilder::AddTask(TaskInfo info) {
-  const int64_t id = static_cast<int64_t>(tasks_.size());
+int64_t PlanBuilder::ReserveTasks(int64_t n) {
+  if (only_rank_ < 0) return static_cast<int64_t>(tasks_.size());
+  const int64_t first = next_task_;
+  next_task_ += n;
+  return first;
+}
+
+int64_t PlanBuilder::ReserveRegisters(int64_t n) {
+  if (only_rank_ < 0) return static_cast<int64_t>(registers_.size());
+  const int64_t first = next_register_;
+  next_register_ += n;
+  return first;
+}
+
+int64_t PlanBuilder::AddTask(int64_t id, TaskInfo info) {
+  if (only_rank_ < 0) {
+    if (id != static_cast<int64_t>(tasks_.size()) && id_error_.empty()) {
+      id_error_ = absl::StrCat("task '", info.proto.name(), "' added as id ", id, ", expected ", tasks_.size());
+    }
+  } else {
+    task_index_[id] = static_cast<int64_t>(tasks_.size());
+  }
   info.proto.set_id(id);
   tasks_.push_back(std::move(info));
   return id;
 }
 
-int64_t PlanBuilder::AddRegister(int64_t task, const TensorDesc& desc, const std::string& name, bool step_rate) {
-  const int64_t id = static_cast<int64_t>(registers_.size());
+int64_t PlanBuilder::AddRegister(int64_t id, int64_t task, const TensorDesc& desc, const std::string& name,
+                                 bool step_rate) {
+  if (only_rank_ < 0) {
+    if (id != static_cast<int64_t>(registers_.size()) && id_error_.empty()) {
+      id_error_ = absl::StrCat("register '", name, "' added as id ", id, ", expected ", registers_.size());
+    }
+  } else {
+    register_index_[id] = static_cast<int64_t>(registers_.size());
+  }
+  TaskProto& producer = tasks_[TaskIndex(task)].proto;
   RegisterInfo info;
   info.proto.set_id(id);
   info.proto.mutable_producer()->set_task_id(task);
-  info.proto.mutable_producer()->set_rank(tasks_[task].proto.rank());
+  info.proto.mutable_producer()->set_rank(producer.rank());
   info.proto.set_count(1);
   *info.proto.add_slots() = TensorDescToProto(desc);
   info.proto.set_name(name);
   info.slot_bytes.push_back(desc.byte_size());
   info.step_rate = step_rate;
   registers_.push_back(std::move(info));
-  TaskProto& producer = tasks_[task].proto;
   producer.add_produced_register_ids(id);
   SlotRefProto* out = producer.add_outputs();
   out->set_register_id(id);
@@ -39,11 +66,11 @@ int64_t PlanBuilder::AddRegister(int64_t task, const TensorDesc& desc, const std
 }
 
 int32_t PlanBuilder::AddSlot(int64_t register_id, const TensorDesc& desc) {
-  RegisterInfo& reg = registers_[register_id];
-  const int32_t slot = reg.proto.slots_size();
-  *reg.proto.add_slots() = TensorDescToProto(desc);
-  reg.slot_bytes.push_back(desc.byte_size());
-  SlotRefProto* out = tasks_[reg.proto.producer().task_id()].proto.add_outputs();
+  RegisterInfo& r = reg(register_id);
+  const int32_t slot = r.proto.slots_size();
+  *r.proto.add_slots() = TensorDescToProto(desc);
+  r.slot_bytes.push_back(desc.byte_size());
+  SlotRefProto* out = tasks_[TaskIndex(r.proto.producer().task_id())].proto.add_outputs();
   out->set_register_id(register_id);
   out->set_slot(slot);
   return slot;
@@ -51,27 +78,92 @@ int32_t PlanBuilder::AddSlot(int64_t register_id, const TensorDesc& desc) {
 
 void PlanBuilder::AddInput(int64_t task, int64_t register_id, int32_t slot) {
   AddControlInput(task, register_id);
-  SlotRefProto* in = tasks_[task].proto.add_inputs();
+  SlotRefProto* in = tasks_[TaskIndex(task)].proto.add_inputs();
   in->set_register_id(register_id);
   in->set_slot(slot);
 }
 
 void PlanBuilder::AddControlInput(int64_t task, int64_t register_id) {
-  TaskProto& consumer = tasks_[task].proto;
+  TaskProto& consumer = tasks_[TaskIndex(task)].proto;
   const auto& consumed = consumer.consumed_register_ids();
   if (std::find(consumed.begin(), consumed.end(), register_id) == consumed.end()) {
     consumer.add_consumed_register_ids(register_id);
   }
-  RegisterInfo& reg = registers_[register_id];
-  if (std::find(reg.consumer_tasks.begin(), reg.consumer_tasks.end(), task) == reg.consumer_tasks.end()) {
-    reg.consumer_tasks.push_back(task);
-    TaskRefProto* ref = reg.proto.add_consumers();
+  if (only_rank_ >= 0 && !IsLocalRegister(register_id)) {  // a mirror: lists the local consumers
+    RegisterProto& mirror = mirrors_.at(register_id);
+    for (const TaskRefProto& ref : mirror.consumers()) {
+      if (ref.task_id() == task) return;
+    }
+    TaskRefProto* ref = mirror.add_consumers();
+    ref->set_task_id(task);
+    ref->set_rank(consumer.rank());
+    return;
+  }
+  RegisterInfo& r = reg(register_id);
+  if (std::find(r.consumer_tasks.begin(), r.consumer_tasks.end(), task) == r.consumer_tasks.end()) {
+    r.consumer_tasks.push_back(task);
+    TaskRefProto* ref = r.proto.add_consumers();
     ref->set_task_id(task);
     ref->set_rank(consumer.rank());
   }
 }
 
+void PlanBuilder::AddRemoteConsumer(int64_t register_id, const TaskInfo& stub) {
+  const int64_t task = stub.proto.id();
+  remote_tasks_.try_emplace(task, stub);
+  RegisterInfo& r = reg(register_id);
+  if (std::find(r.consumer_tasks.begin(), r.consumer_tasks.end(), task) == r.consumer_tasks.end()) {
+    r.consumer_tasks.push_back(task);
+    TaskRefProto* ref = r.proto.add_consumers();
+    ref->set_task_id(task);
+    ref->set_rank(stub.proto.rank());
+  }
+}
+
+void PlanBuilder::AddMirror(RegisterProto proto) {
+  const int64_t id = proto.id();
+  mirrors_.try_emplace(id, std::move(proto));
+}
+
+const TaskInfo& PlanBuilder::task(int64_t id) const {
+  const int64_t index = TaskIndex(id);
+  return index >= 0 ? tasks_[index] : remote_tasks_.at(id);
+}
+
+int64_t PlanBuilder::TaskIndex(int64_t id) const {
+  if (only_rank_ < 0) return id;
+  auto it = task_index_.find(id);
+  return it == task_index_.end() ? -1 : it->second;
+}
+
+RegisterInfo& PlanBuilder::reg(int64_t id) {
+  return only_rank_ < 0 ? registers_[id] : registers_[register_index_.at(id)];
+}
+
+bool PlanBuilder::IsLocalRegister(int64_t id) const {
+  return only_rank_ < 0 ? id >= 0 && id < static_cast<int64_t>(registers_.size()) : register_index_.contains(id);
+}
+
+absl::Status PlanBuilder::AssembleRank(PlanProto* plan) {
+  if (tasks_.empty()) return absl::OkStatus();  // a rank without work has no plan, as in the whole plan
+  plan->add_ranks(only_rank_);
+  RankPlanProto* rank_plan = plan->add_rank_plans();
+  rank_plan->set_rank(only_rank_);
+  auto mirror = mirrors_.begin();
+  for (RegisterInfo& r : registers_) {
+    for (; mirror != mirrors_.end() && mirror->first < r.proto.id(); ++mirror) {
+      *rank_plan->add_registers() = std::move(mirror->second);
+    }
+    rank_plan->mutable_registers()->Add(std::move(r.proto));
+  }
+  for (; mirror != mirrors_.end(); ++mirror) *rank_plan->add_registers() = std::move(mirror->second);
+  for (TaskInfo& t : tasks_) rank_plan->mutable_tasks()->Add(std::move(t.proto));
+  return absl::OkStatus();
+}
+
 absl::Status PlanBuilder::Assemble(PlanProto* plan) {
+  if (!id_error_.empty()) return absl::InternalError(absl::StrCat("lowering: ", id_error_));
+  if (only_rank_ >= 0) return AssembleRank(plan);
   std::map<int32_t, RankPlanProto*> by_rank;
   std::vector<int32_t> ranks;
   for (const TaskInfo& t : tasks_) ranks.push_back(t.proto.rank());

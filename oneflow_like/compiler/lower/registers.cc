@@ -48,8 +48,8 @@ bool StageInfo::OtherStageBetween(int stage, int64_t lo, int64_t hi) const {
 
 void AssignStreams(PlanBuilder* builder) {
   absl::flat_hash_map<std::pair<int32_t, int32_t>, int64_t> next_order;
-  for (int64_t id = 0; id < static_cast<int64_t>(builder->tasks().size()); ++id) {
-    TaskProto& task = builder->task(id).proto;
+  for (size_t i = 0; i < builder->tasks().size(); ++i) {
+    TaskProto& task = builder->task_at(i).proto;
     const bool comm = OnComm(task.type());
     task.set_stream_id(comm ? kCommStream : kComputeStream);
     task.set_stream_kind(comm ? STREAM_COMM : STREAM_COMPUTE);
@@ -57,58 +57,61 @@ void AssignStreams(PlanBuilder* builder) {
   }
 }
 
+int32_t RegisterCount(const StageInfo& stages, int64_t pieces_per_step, int32_t max_count, int stage,
+                      int64_t position, bool fixed, const ConsumerSummary& readers) {
+  if (pieces_per_step <= 1 || stages.num_stages <= 1 || fixed) return 1;
+  if (readers.max_stage < readers.min_stage) return 1;  // no readers
+  const bool crossing = readers.min_stage != stage || readers.max_stage != stage;
+  const int min_stage = std::min(stage, readers.min_stage);
+  const int64_t lo = position < 0 ? readers.first : position;
+  const bool kept = lo >= 0 && stages.OtherStageBetween(stage, lo, readers.last);
+  if (!crossing && !kept) return 1;
+  int64_t count = std::min<int64_t>(pieces_per_step, stages.num_stages - min_stage);
+  if (max_count > 0) count = std::min<int64_t>(count, max_count);
+  return static_cast<int32_t>(std::max<int64_t>(count, 1));
+}
+
 void AssignRegisterCounts(const StageInfo& stages, int64_t pieces_per_step, int32_t max_count,
                           PlanBuilder* builder) {
   if (pieces_per_step <= 1 || stages.num_stages <= 1) return;  // every count stays 1
-  for (int64_t id = 0; id < static_cast<int64_t>(builder->registers().size()); ++id) {
-    RegisterInfo& reg = builder->reg(id);
+  for (size_t i = 0; i < builder->registers().size(); ++i) {
+    RegisterInfo& reg = builder->register_at(i);
     if (reg.step_rate || reg.persistent || reg.held_across_steps || reg.consumer_tasks.empty()) continue;
-    const TaskInfo& producer = builder->tasks()[reg.proto.producer().task_id()];
-    const int stage = producer.stage;
-    int min_stage = stage;
-    bool crossing = false;
-    int64_t lo = producer.position, first_reader = -1, last_reader = -1;
+    const TaskInfo& producer = builder->task(reg.proto.producer().task_id());
+    ConsumerSummary readers;
     for (int64_t c : reg.consumer_tasks) {
-      const TaskInfo& consumer = builder->tasks()[c];
-      crossing = crossing || consumer.stage != stage;
-      min_stage = std::min(min_stage, consumer.stage);
-      if (consumer.position >= 0) {
-        first_reader = first_reader < 0 ? consumer.position : std::min(first_reader, consumer.position);
-        last_reader = std::max(last_reader, consumer.position);
-      }
+      const TaskInfo& consumer = builder->task(c);
+      readers.Add(consumer.stage, consumer.position);
     }
-    if (lo < 0) lo = first_reader;
-    const bool kept = lo >= 0 && stages.OtherStageBetween(stage, lo, last_reader);
-    if (!crossing && !kept) continue;
-    int64_t count = std::min<int64_t>(pieces_per_step, stages.num_stages - min_stage);
-    if (max_count > 0) count = std::min<int64_t>(count, max_count);
-    reg.proto.set_count(static_cast<int32_t>(std::max<int64_t>(count, 1)));
+    reg.proto.set_count(RegisterCount(stages, pieces_per_step, max_count, producer.stage, producer.position,
+                                      /*fixed=*/false, readers));
   }
 }
 
 absl::StatusOr<std::vector<RankMemory>> AssignMemory(int64_t alignment, bool reuse, PlanBuilder* builder) {
-  // The rank's linearized schedule: its tasks in id order.
+  // The rank's linearized schedule: its tasks in id order (tasks() is in id order).
   std::map<int32_t, int64_t> num_tasks;
   std::map<int32_t, DeviceProto> device;
   std::vector<int64_t> position(builder->tasks().size());
   int32_t last_rank = -1;
   int64_t* last_count = nullptr;
-  for (const TaskInfo& t : builder->tasks()) {
+  for (size_t i = 0; i < builder->tasks().size(); ++i) {
+    const TaskInfo& t = builder->tasks()[i];
     if (last_count == nullptr || t.proto.rank() != last_rank) {  // tasks come in runs per rank
       last_rank = t.proto.rank();
       auto [it, fresh] = num_tasks.try_emplace(last_rank, 0);
       if (fresh) device.emplace(last_rank, t.proto.device());
       last_count = &it->second;
     }
-    position[t.proto.id()] = (*last_count)++;
+    position[i] = (*last_count)++;
   }
   // Registers live the whole step cannot share bytes with anything: they are laid out back to
   // back after the planned region of block 1 instead of going through the planner (which would
   // pay for their mutual overlaps).
   struct Pending {
-    std::vector<int64_t> registers;  // lifetime-planned
+    std::vector<int64_t> registers;  // lifetime-planned (index in registers())
     std::vector<BufferRequest> requests;
-    std::vector<int64_t> whole_step;  // register ids
+    std::vector<int64_t> whole_step;  // index in registers()
     int64_t whole_step_bytes = 0;
     int64_t persistent_bytes = 0;
   };
@@ -118,8 +121,8 @@ absl::StatusOr<std::vector<RankMemory>> AssignMemory(int64_t alignment, bool reu
     memory[rank].rank = rank;
     memory[rank].device = device[rank];
   }
-  for (int64_t id = 0; id < static_cast<int64_t>(builder->registers().size()); ++id) {
-    RegisterInfo& reg = builder->reg(id);
+  for (size_t i = 0; i < builder->registers().size(); ++i) {
+    RegisterInfo& reg = builder->register_at(i);
     const int32_t rank = reg.proto.producer().rank();
     MemoryLocationProto* location = reg.proto.mutable_memory();
     int64_t end = 0;  // slots back to back, each at an aligned offset
@@ -140,20 +143,20 @@ absl::StatusOr<std::vector<RankMemory>> AssignMemory(int64_t alignment, bool reu
       continue;
     }
     location->set_block_id(kReusableBlock);
-    const TaskInfo& producer = builder->tasks()[reg.proto.producer().task_id()];
+    const int64_t producer = builder->TaskIndex(reg.proto.producer().task_id());
     bool precise = reuse && reg.proto.count() == 1 && !reg.step_rate && !reg.held_across_steps &&
-                   !OnComm(producer.proto.type());
-    int64_t first = position[producer.proto.id()], last = first;
+                   !OnComm(builder->tasks()[producer].proto.type());
+    int64_t first = position[producer], last = first;
     for (int64_t c : reg.consumer_tasks) {
-      const TaskProto& consumer = builder->tasks()[c].proto;
-      precise = precise && consumer.rank() == rank && !OnComm(consumer.type());
-      last = std::max(last, position[c]);
+      const TaskInfo& consumer = builder->task(c);
+      precise = precise && consumer.proto.rank() == rank && !OnComm(consumer.proto.type());
+      if (precise) last = std::max(last, position[builder->TaskIndex(c)]);
     }
     if (precise) {
-      p.registers.push_back(id);
+      p.registers.push_back(static_cast<int64_t>(i));
       p.requests.push_back(BufferRequest{total, first, last});
     } else {
-      p.whole_step.push_back(id);
+      p.whole_step.push_back(static_cast<int64_t>(i));
       location->set_offset(p.whole_step_bytes);  // relative; shifted below
       p.whole_step_bytes += total;
     }
@@ -162,11 +165,11 @@ absl::StatusOr<std::vector<RankMemory>> AssignMemory(int64_t alignment, bool reu
   for (auto& [rank, p] : pending) {
     ASSIGN_OR_RETURN(MemoryAssignment assignment, AssignOffsets(p.requests, alignment));
     for (size_t i = 0; i < p.registers.size(); ++i) {
-      builder->reg(p.registers[i]).proto.mutable_memory()->set_offset(assignment.offsets[i]);
+      builder->register_at(p.registers[i]).proto.mutable_memory()->set_offset(assignment.offsets[i]);
     }
     const int64_t base = RoundUp(assignment.block_bytes, alignment);
-    for (int64_t id : p.whole_step) {
-      MemoryLocationProto* location = builder->reg(id).proto.mutable_memory();
+    for (int64_t index : p.whole_step) {
+      MemoryLocationProto* location = builder->register_at(index).proto.mutable_memory();
       location->set_offset(base + location->offset());
     }
     memory[rank].persistent_bytes = p.persistent_bytes;

@@ -27,6 +27,12 @@ void AssignStreams(PlanBuilder* builder);
 // Sets RegisterProto.count of every register (rule in lower.h). `max_count` 0 = no cap.
 void AssignRegisterCounts(const StageInfo& stages, int64_t pieces_per_step, int32_t max_count,
                           PlanBuilder* builder);
+// The count rule of lower.h for one register: produced for `stage` at `position` (-1: a source),
+// read by ops of `readers` (the other tasks reading a register, boxing, REPEAT / ACCUMULATE,
+// sinks, work for its own stage and position and never change it). `fixed`: step-rate,
+// persistent or held across steps (count 1).
+int32_t RegisterCount(const StageInfo& stages, int64_t pieces_per_step, int32_t max_count, int stage,
+                      int64_t position, bool fixed, const ConsumerSummary& readers);
 
 // Per rank, what AssignMemory decided.
 struct RankMemory {

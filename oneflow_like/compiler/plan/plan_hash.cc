@@ -106,7 +106,7 @@ std::string RankPlanFrame(size_t length) {
 // FNV-1a-64 of the deterministic serialization of `plan` with content_hash empty, without
 // building that serialization: a PlanProto serializes its fields in field-number order, so
 // the bytes are those of the fields before rank_plans (1-3), then every rank plan framed as
-// field 4, then the fields after it (5-7; content_hash, 8, is left out). The rank plans are
+// field 4, then the fields after it (5-7, 9-10; content_hash, 8, is left out). The rank plans are
 // serialized on up to `workers` threads (a bounded window ahead of the hashing, which stays in
 // plan order), so the hash does not depend on the number of threads.
 uint64_t HashPlanInParts(const PlanProto& plan, int workers) {
@@ -118,6 +118,8 @@ uint64_t HashPlanInParts(const PlanProto& plan, int workers) {
   tail.set_pieces_per_step(plan.pieces_per_step());
   *tail.mutable_sbp_decisions() = plan.sbp_decisions();
   *tail.mutable_memory() = plan.memory();
+  *tail.mutable_boxing_choices() = plan.boxing_choices();
+  if (plan.has_per_rank()) *tail.mutable_per_rank() = plan.per_rank();
 
   uint64_t hash = HashMessage(kFnvOffsetBasis, head);
   const int n = plan.rank_plans_size();
