@@ -166,7 +166,7 @@ TEST(CollectiveLowerTest, MeshTransitionsWorkOnTheBoxOfEachGroup) {
 // prices; a large all-reduce becomes one collective (its local adds and concats cost more than
 // the collective's ring), a transition with no collective form stays point-to-point.
 TEST(CollectiveLowerTest, AutoPicksTheCheaperFormAndRecordsWhy) {
-  for (const std::string& shape : {"[7,5]", "[1024,1024]"}) {
+  for (const char* shape : {"[7,5]", "[1024,1024]"}) {
     SCOPED_TRACE(shape);
     const PlanProto plan = Lower(kThree, shape, "P", "B", BoxingStyle::kAuto);
     ASSERT_EQ(plan.boxing_choices_size(), 1);
