@@ -12,6 +12,9 @@
 #   As root the measured runs are real-time (chrt -f 50, inherited by olrun's ranks), so other
 #   work on the machine (builds, benches) cannot preempt them: without it a busy 2-core machine
 #   turned gpt_4rank's 22.7 ms step into 33-58 ms. --no-rt measures at normal priority.
+#   Not for jobs with --boxing=collective: a thread that spins at real-time priority is never
+#   preempted by the same-priority compute threads of its core (gloo under SCHED_FIFO made W2
+#   dp2 235 ms instead of 130); the shipped configs use point-to-point boxing.
 #   OLTRAIN=... OLPLAN=... use these optimized binaries instead of building.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
