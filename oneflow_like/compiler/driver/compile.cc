@@ -5,6 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "oneflow_like/compiler/autograd/autograd_pass.h"
 #include "oneflow_like/compiler/autograd/optimizer_pass.h"
+#include "oneflow_like/compiler/driver/agreement.h"
 #include "oneflow_like/compiler/infer_pass.h"
 #include "oneflow_like/compiler/pass.h"
 #include "oneflow_like/compiler/pipeline/stage_balance_pass.h"
@@ -50,7 +51,18 @@ absl::Status RunPass(Pass* pass, Graph* graph, const CompileOptions& options, Ph
 
 }  // namespace
 
-absl::StatusOr<PlanProto> Compile(Graph graph, const CompileOptions& options, CompileReport* report) {
+LowerOptions LowerOptionsFor(const CompileOptions& options) {
+  LowerOptions lower_options;
+  lower_options.boxing = options.boxing;
+  lower_options.bucket_bytes = options.bucket_bytes;
+  lower_options.boxing_options.cost = options.cost;
+  lower_options.world_size = options.world_size;
+  lower_options.reuse_memory = options.reuse_memory;
+  lower_options.only_rank = options.only_rank;
+  return lower_options;
+}
+
+absl::StatusOr<GlobalDecisions> RunGlobalPasses(Graph graph, const CompileOptions& options, CompileReport* report) {
   PhaseClock clock(options, report);
   InferPass infer;
   AutogradPass autograd;
@@ -77,20 +89,27 @@ absl::StatusOr<PlanProto> Compile(Graph graph, const CompileOptions& options, Co
     report->sbp = sbp.stats();
     report->num_logical_ops = graph.num_ops();
   }
+  GlobalDecisions decisions{std::move(graph), {}};
+  for (const OpSbpDecisionProto& d : sbp.source_decisions()) decisions.sbp_decisions.push_back(d);
+  for (const OpSbpDecisionProto& d : sbp.decisions()) decisions.sbp_decisions.push_back(d);
+  return decisions;
+}
 
-  LowerOptions lower_options;
-  lower_options.boxing = options.boxing;
-  lower_options.bucket_bytes = options.bucket_bytes;
-  lower_options.boxing_options.cost = options.cost;
-  lower_options.world_size = options.world_size;
-  lower_options.reuse_memory = options.reuse_memory;
+absl::StatusOr<PlanProto> LowerDecisions(const GlobalDecisions& decisions, const CompileOptions& options,
+                                         CompileReport* report) {
+  PhaseClock clock(options, report);
+  const Graph& graph = decisions.graph;
+  const LowerOptions lower_options = LowerOptionsFor(options);
   ASSIGN_OR_RETURN(PlanProto plan, LowerToPlan(graph, lower_options));
-  for (const OpSbpDecisionProto& d : sbp.source_decisions()) *plan.add_sbp_decisions() = d;
-  for (const OpSbpDecisionProto& d : sbp.decisions()) *plan.add_sbp_decisions() = d;
+  for (const OpSbpDecisionProto& d : decisions.sbp_decisions) *plan.add_sbp_decisions() = d;
+  if (plan.has_per_rank()) {
+    *plan.mutable_per_rank()->mutable_agreement() = MakeJobAgreement(graph, lower_options, plan.world_size());
+  }
   clock.Done("lower");
 
   if (options.verify_plan) {
-    absl::Status verified = VerifyPlan(plan, options.plan_verifier);
+    absl::Status verified =
+        plan.has_per_rank() ? VerifyRankPlan(plan, options.plan_verifier) : VerifyPlan(plan, options.plan_verifier);
     if (!verified.ok()) {
       return absl::InternalError(absl::StrCat("compiled plan of job '", graph.name(),
                                               "' failed verification (a compiler bug): ", verified.message()));
@@ -100,6 +119,11 @@ absl::StatusOr<PlanProto> Compile(Graph graph, const CompileOptions& options, Co
   SealPlan(&plan);
   clock.Done("seal");
   return plan;
+}
+
+absl::StatusOr<PlanProto> Compile(Graph graph, const CompileOptions& options, CompileReport* report) {
+  ASSIGN_OR_RETURN(GlobalDecisions decisions, RunGlobalPasses(std::move(graph), options, report));
+  return LowerDecisions(decisions, options, report);
 }
 
 absl::StatusOr<PlanProto> CompileJob(const JobProto& job, const OpRegistry& registry, const CompileOptions& options,

@@ -11,6 +11,16 @@
 //     -> verify_plan    producers, transfers, collective order, deadlock   (plan/plan_verifier.h)
 //     -> seal           content hash                                       (plan/plan_hash.h)
 //
+// Per rank (CompileOptions::only_rank = r, what each process of a large job does): the same
+// global passes (they are small: the logical graph), then lower only rank r's plan (lower.h;
+// time and memory independent of the world size), verify what rank r can check alone
+// (VerifyRankPlan: memory bounds, stream order, registers, its collectives' geometry) and record
+// PlanProto.per_rank.agreement (agreement.h): a digest of the global decisions the ranks compare
+// before any data moves. The whole plan's checks across ranks (both ends of every transfer,
+// collective order on every member, the deadlock simulation) run on the whole plan:
+// `olplan verify`. A per-rank plan's rank plan equals the whole plan's byte for byte
+// (driver/per_rank_compile_test.cc).
+//
 // Example:
 //   ASSIGN_OR_RETURN(Graph g, ParseGraph(kMlpText, registry));
 //   ASSIGN_OR_RETURN(PlanProto plan, Compile(std::move(g), CompileOptions{}));
@@ -53,6 +63,8 @@ struct CompileOptions {
   bool reuse_memory = true;
   // Number of processes of the job; 0 = 1 + the largest rank any placement uses.
   int32_t world_size = 0;
+  // -1: the whole plan. r >= 0: rank r's plan alone (see above; LowerOptions::only_rank).
+  int32_t only_rank = -1;
   // Run the graph verifier after every graph pass (tests; costs one Infer per op per pass).
   bool verify_each_pass = false;
   // Verify the finished plan (the deadlock simulation is linear in tasks x pieces).
@@ -73,6 +85,20 @@ struct CompileReport {
 
 // Compiles `graph` (as built or parsed: not yet inferred). `report` may be null.
 absl::StatusOr<PlanProto> Compile(Graph graph, const CompileOptions& options = {}, CompileReport* report = nullptr);
+
+// The two halves of Compile, for callers that lower one job's graph several times (tests, tools:
+// every rank's plan from one run of the global passes).
+struct GlobalDecisions {
+  Graph graph;  // after stage balancing, inference, autograd, optimizer and SBP selection
+  std::vector<OpSbpDecisionProto> sbp_decisions;  // PlanProto.sbp_decisions
+};
+absl::StatusOr<GlobalDecisions> RunGlobalPasses(Graph graph, const CompileOptions& options = {},
+                                                CompileReport* report = nullptr);
+// Lowers (the whole plan, or options.only_rank's), verifies and seals. `report` gets the phases.
+absl::StatusOr<PlanProto> LowerDecisions(const GlobalDecisions& decisions, const CompileOptions& options = {},
+                                         CompileReport* report = nullptr);
+// The LowerOptions Compile lowers with.
+LowerOptions LowerOptionsFor(const CompileOptions& options);
 
 // Same, from a JobProto (Graph::FromJobProto errors pass through).
 absl::StatusOr<PlanProto> CompileJob(const JobProto& job, const OpRegistry& registry,

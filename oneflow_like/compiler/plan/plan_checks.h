@@ -36,8 +36,9 @@ using PlanStreams = std::map<PlanStreamKey, std::vector<const TaskProto*>>;
 PlanStreams GroupStreams(const PlanIndex& index);
 // 5. order_in_stream permutations and producer-before-consumer (plan_verifier_streams.cc).
 absl::Status CheckStreamOrder(const PlanIndex& index, const PlanStreams& streams);
-// 6. Collective order per communicator group (plan_verifier_streams.cc).
-absl::Status CheckCollectiveOrder(const PlanStreams& streams);
+// 6. Collective order per communicator group (plan_verifier_streams.cc). `across_ranks` false
+// (a per-rank plan): only along each stream and within the rank.
+absl::Status CheckCollectiveOrder(const PlanStreams& streams, bool across_ranks);
 // 6b. Collective geometry: regions per member, slot shapes, kind rules, members agree
 // (plan_verifier_collectives.cc).
 absl::Status CheckCollectiveGeometry(const PlanIndex& index);

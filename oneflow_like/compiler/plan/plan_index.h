@@ -30,6 +30,8 @@ class PlanIndex {
   static absl::StatusOr<PlanIndex> Build(const PlanProto& plan);
 
   const PlanProto& plan() const { return *plan_; }
+  // A per-rank plan (PlanProto.per_rank set): the other ranks' tasks and registers are absent.
+  bool partial() const { return plan_->has_per_rank(); }
   int64_t num_tasks() const { return static_cast<int64_t>(tasks_.size()); }
   // Tasks in plan order (rank by rank, then as listed); a task's index is its position here.
   const TaskProto& task(int64_t index) const { return *tasks_[index]; }

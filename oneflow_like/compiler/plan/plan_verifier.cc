@@ -57,6 +57,17 @@ absl::Status CheckMirror(const PlanIndex& index, int32_t rank, const RegisterPro
   auto label = [&] { return PlanIndex::RegisterLabel(rank, mirror); };  // built only for errors
   const int32_t source_rank = mirror.remote().rank();
   if (source_rank == rank) return PlanError(label() + " names its own rank as the remote producer");
+  if (index.partial()) {  // the producing rank is not in the plan: only the local side
+    for (const TaskRefProto& consumer : mirror.consumers()) {
+      const TaskProto* task = index.FindTask(consumer.task_id());
+      if (consumer.rank() != rank || task == nullptr || task->type() != TaskProto::TRANSFER) {
+        return PlanError(absl::StrCat(label(), " lists consumer task ", consumer.task_id(), " on rank ",
+                                      consumer.rank(), ", but a mirror's consumers must be TRANSFER tasks of rank ",
+                                      rank));
+      }
+    }
+    return absl::OkStatus();
+  }
   const RegisterProto* source = index.FindEntry(source_rank, mirror.id());
   if (source == nullptr || source->has_remote()) {
     return PlanError(absl::StrCat(label(), " mirrors a register of rank ", source_rank, ", but rank ",
@@ -130,6 +141,7 @@ absl::Status CheckProducingRegister(const PlanIndex& index, int32_t rank,
     if (!seen.Insert(consumer.task_id())) {
       return PlanError(absl::StrCat(label(), " lists consumer task ", consumer.task_id(), " twice"));
     }
+    if (consumer.rank() != rank && index.partial()) continue;  // on a rank not in the plan
     const TaskProto* task = index.FindTask(consumer.task_id());
     if (task == nullptr || task->rank() != consumer.rank()) {
       return PlanError(absl::StrCat(
@@ -311,6 +323,11 @@ absl::Status CheckTasks(const PlanIndex& index) {
 }
 
 absl::Status VerifyPlan(const PlanProto& plan, const PlanVerifierOptions& options) {
+  if (plan.has_per_rank()) {
+    return PlanError(absl::StrCat("the plan of '", plan.job_name(), "' is rank ", plan.per_rank().rank(),
+                                  "'s alone (per_rank); VerifyRankPlan checks it, the whole plan's checks need the "
+                                  "whole plan (olplan verify)"));
+  }
   if (plan.pieces_per_step() < 1) {
     return PlanError(absl::StrCat("pieces_per_step is ", plan.pieces_per_step(), "; must be >= 1"));
   }
@@ -321,7 +338,7 @@ absl::Status VerifyPlan(const PlanProto& plan, const PlanVerifierOptions& option
   {
     const PlanStreams streams = GroupStreams(index);
     RETURN_IF_ERROR(CheckStreamOrder(index, streams));
-    RETURN_IF_ERROR(CheckCollectiveOrder(streams));
+    RETURN_IF_ERROR(CheckCollectiveOrder(streams, /*across_ranks=*/true));
   }
   RETURN_IF_ERROR(CheckCollectiveGeometry(index));
   if (options.steps < 1) return absl::OkStatus();
@@ -332,6 +349,27 @@ absl::Status VerifyPlan(const PlanProto& plan, const PlanVerifierOptions& option
     RETURN_IF_ERROR(CheckMemoryReuse(index, simulation, options.steps));
   }
   return absl::OkStatus();
+}
+
+absl::Status VerifyRankPlan(const PlanProto& plan, const PlanVerifierOptions& options) {
+  if (!plan.has_per_rank()) {
+    return PlanError(absl::StrCat("the plan of '", plan.job_name(), "' is not a per-rank plan (VerifyPlan checks it)"));
+  }
+  if (plan.ranks_size() > 1 || (plan.ranks_size() == 1 && plan.ranks(0) != plan.per_rank().rank())) {
+    return PlanError(absl::StrCat("the per-rank plan of rank ", plan.per_rank().rank(), " lists ", plan.ranks_size(),
+                                  " ranks; it holds its own rank's plan alone"));
+  }
+  if (plan.pieces_per_step() < 1) {
+    return PlanError(absl::StrCat("pieces_per_step is ", plan.pieces_per_step(), "; must be >= 1"));
+  }
+  ASSIGN_OR_RETURN(PlanIndex index, PlanIndex::Build(plan));
+  RETURN_IF_ERROR(CheckTasks(index));
+  RETURN_IF_ERROR(CheckRegisters(index));
+  RETURN_IF_ERROR(CheckMemoryLayout(index, options));
+  const PlanStreams streams = GroupStreams(index);
+  RETURN_IF_ERROR(CheckStreamOrder(index, streams));
+  RETURN_IF_ERROR(CheckCollectiveOrder(streams, /*across_ranks=*/false));
+  return CheckCollectiveGeometry(index);
 }
 
 }  // namespace compiler

@@ -82,8 +82,18 @@ struct PlanVerifierOptions {
   int max_reported_tasks = 4;
 };
 
-// OK, or InternalError naming the first violated invariant (see above).
+// OK, or InternalError naming the first violated invariant (see above). A per-rank plan
+// (PlanProto.per_rank) is refused: it lacks the other ends of its transfers and collectives.
 absl::Status VerifyPlan(const PlanProto& plan, const PlanVerifierOptions& options = {});
+
+// The checks a rank makes alone on its per-rank plan (CompileOptions::only_rank), cheap and run
+// before its first step: 1; 3; 2 for what it holds (its registers' own consumers, mirrors read
+// only by its TRANSFER tasks; not the producer's side of a mirror or the mirror of a register it
+// sends); 4; 5; 6 along its streams (not the member ranks' sequences) and its own collective
+// tasks' geometry. What needs every rank (both ends of each transfer, every member of each
+// collective issuing the same sequence and params, the deadlock simulation 7 and reuse 8) runs
+// on the whole plan: VerifyPlan, `olplan verify`.
+absl::Status VerifyRankPlan(const PlanProto& plan, const PlanVerifierOptions& options = {});
 
 }  // namespace compiler
 }  // namespace oneflow_like

@@ -101,7 +101,7 @@ absl::Status CheckStreamOrder(const PlanIndex& index, const PlanStreams& streams
   return absl::OkStatus();
 }
 
-absl::Status CheckCollectiveOrder(const PlanStreams& streams) {
+absl::Status CheckCollectiveOrder(const PlanStreams& streams, bool across_ranks) {
   // group (ranks in group order) -> member rank -> its collectives of that group.
   std::map<std::vector<int32_t>, std::map<int32_t, std::vector<const TaskProto*>>> groups;
   for (const auto& [key, tasks] : streams) {
@@ -133,6 +133,7 @@ absl::Status CheckCollectiveOrder(const PlanStreams& streams) {
         }
       }
     }
+    if (!across_ranks) continue;
     const int32_t first = ranks.front();
     const std::vector<const TaskProto*>& reference = members[first];
     for (int32_t rank : ranks) {
