@@ -15,6 +15,7 @@ import os
 import sys
 import time
 
+sys.dont_write_bytecode = True  # no __pycache__ left in the repository
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import peerlib  # noqa: E402
 
