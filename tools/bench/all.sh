@@ -291,7 +291,9 @@ if wanted compile; then
   run compile "$bin/compile_bench" 8 64
   while read -r world layout total; do
     row "compile a 24-layer GPT, $world ranks ($layout) (s)" "s" "$total" "" "" "" "" ""
-  done < <(awk '$1 ~ /^[0-9]+$/ && $2 ~ /x/ && NF >= 15 { print $1, $2, $(NF-1) }' "$out/logs/compile.log")
+  # whole-plan rows: "ranks layout ops tasks registers MB | phases... | total ..." (total: first after the 2nd |)
+  done < <(awk '$1 ~ /^[0-9]+$/ && $2 ~ /x/ && $7 == "|" {
+             for (i = 8; i < NF; i++) if ($i == "|") { print $1, $2, $(i + 1); break } }' "$out/logs/compile.log")
 fi
 
 # ---- olplan_truth: predicted vs measured step (the peer is oltrain's measurement) --------------
