@@ -29,41 +29,6 @@ Region BoundingBox(const std::vector<Region>& regions) {
   return box;
 }
 
-PlanLayout LayOut(const BoxingPlan& plan, int32_t only_rank) {
-  PlanLayout layout;
-  layout.step_offset.resize(plan.steps.size());
-  layout.collective_index.resize(plan.steps.size());
-  layout.value_offset.assign(plan.values.size(), -1);
-  layout.value_step.assign(plan.values.size(), -1);
-  int32_t offset = 0, collectives = 0;
-  for (size_t k = 0; k < plan.steps.size(); ++k) {
-    const BoxingStep& step = plan.steps[k];
-    layout.step_offset[k] = offset;
-    layout.collective_index[k] = collectives;
-    const int32_t outputs = step.kind == StepKind::kCollective ? static_cast<int32_t>(step.group.size()) : 1;
-    for (int32_t m = 0; m < outputs; ++m) {
-      const int32_t v = step.output + m;
-      if (v >= 0 && v < static_cast<int32_t>(plan.values.size())) {
-        layout.value_offset[v] = offset + m;
-        layout.value_step[v] = static_cast<int32_t>(k);
-      }
-    }
-    offset += outputs;
-    collectives += step.kind == StepKind::kCollective ? 1 : 0;
-  }
-  layout.num_tasks = offset;
-  layout.num_collectives = collectives;
-  layout.aliased_source.assign(plan.num_source_values(), false);
-  layout.is_destination.assign(plan.values.size(), false);
-  for (int32_t v : plan.dst_values) {
-    if (v < 0 || v >= static_cast<int32_t>(plan.values.size())) continue;  // reported by EmitBoxing
-    layout.is_destination[v] = true;
-    if (v < plan.num_source_values()) layout.aliased_source[v] = true;
-  }
-  if (only_rank >= 0) layout.local_steps = plan.StepsOfRank(Rank(only_rank));
-  return layout;
-}
-
 }  // namespace
 
 CollectiveParams CollectiveGeometry(const BoxingPlan& plan, const BoxingStep& step) {
@@ -83,44 +48,6 @@ CollectiveParams CollectiveGeometry(const BoxingPlan& plan, const BoxingStep& st
   }
   if (!all_regions.empty()) *params.mutable_group_region() = ToProto(BoundingBox(all_regions));
   return params;
-}
-
-absl::StatusOr<const CachedPlan*> Lowerer::PlanFor(TensorId tensor, const Value& src, const Placement& placement,
-                                                   const NdSbp& nd_sbp, bool use) {
-  const TensorNode& t = graph_.tensor(tensor);
-  BoxingRequest request{*t.desc, src.placement, src.nd_sbp, placement, nd_sbp, absl::StrCat("tensor '", t.name, "'")};
-  const std::string key = absl::StrCat(t.desc->ToString(), " ", src.placement.ToString(), " ", NdSbpText(src.nd_sbp),
-                                       " ", placement.ToString(), " ", NdSbpText(nd_sbp));
-  auto cached = plan_cache_.find(key);
-  if (cached == plan_cache_.end()) {
-    ASSIGN_OR_RETURN(BoxingPlan built, expander_->Expand(request));
-    if (collective_expander_ != nullptr) {  // kAuto: the cheaper of point-to-point and collective
-      ASSIGN_OR_RETURN(BoxingPlan collective, collective_expander_->Expand(request));
-      bool has_collective = false;
-      for (const BoxingStep& step : collective.steps) has_collective |= step.kind == StepKind::kCollective;
-      const CostConfig& cost = options_.boxing_options.cost;
-      const double p2p_seconds = BoxingCost(built, cost).seconds;
-      const double collective_seconds = has_collective ? BoxingCost(collective, cost).seconds : 0.0;
-      BoxingRequest unnamed = request;
-      unnamed.name.clear();
-      BoxingChoiceProto& choice = choices_[unnamed.ToString()];
-      choice.set_transition(unnamed.ToString());
-      choice.set_point_to_point_seconds(p2p_seconds);
-      choice.set_collective_seconds(collective_seconds);
-      const bool use_collective = has_collective && collective_seconds < p2p_seconds;
-      choice.set_chosen(use_collective ? "collective" : "point_to_point");
-      if (use_collective) built = std::move(collective);
-    }
-    PlanLayout layout = LayOut(built, builder_.only_rank());
-    cached = plan_cache_.emplace(key, CachedPlan{std::move(built), std::move(layout)}).first;
-  }
-  if (use && collective_expander_ != nullptr) {
-    BoxingRequest unnamed = request;
-    unnamed.name.clear();
-    auto choice = choices_.find(unnamed.ToString());
-    if (choice != choices_.end()) choice->second.set_uses(choice->second.uses() + 1);
-  }
-  return &cached->second;
 }
 
 absl::StatusOr<Value> Lowerer::EmitBoxing(TensorId tensor, const Value& src, const Placement& placement,
@@ -288,7 +215,7 @@ absl::StatusOr<Value> Lowerer::EmitBoxing(TensorId tensor, const Value& src, con
     for (size_t k = 0; k < plan.steps.size(); ++k) RETURN_IF_ERROR(emit_step(k));
   }
 
-  if (plan.dst_values.size() != static_cast<size_t>(placement.num_devices())) {
+  if (cached->complete && plan.dst_values.size() != static_cast<size_t>(placement.num_devices())) {
     return absl::InternalError(absl::StrCat("lowering ", describe(), ": plan has ", plan.dst_values.size(),
                                             " destination values for ", placement.num_devices(), " devices"));
   }

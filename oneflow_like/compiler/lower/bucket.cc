@@ -15,45 +15,9 @@ namespace compiler {
 namespace lower_internal {
 namespace {
 
-// Whether `plan` is collectives alone, all ALL_REDUCE or all REDUCE_SCATTER, each member reading
-// a source shard: the form a bucket can absorb.
-bool CollectivesOnly(const BoxingPlan& plan) {
-  if (plan.steps.empty()) return false;
-  for (const BoxingStep& step : plan.steps) {
-    if (step.kind != StepKind::kCollective || step.group.empty() || step.collective != plan.steps[0].collective) {
-      return false;
-    }
-    if (step.collective != CollectiveKind::kAllReduce && step.collective != CollectiveKind::kReduceScatter) {
-      return false;
-    }
-    for (int32_t in : step.inputs) {
-      if (in < 0 || in >= plan.num_source_values()) return false;
-    }
-  }
-  return true;
-}
-
 int64_t Volume(const RegionProto& r) {
   int64_t v = 1;
   for (int a = 0; a < r.begin_size(); ++a) v *= r.end(a) - r.begin(a);
-  return v;
-}
-
-// Elements of a collective step's group region (the bounding box of its members' regions),
-// without building the params.
-int64_t GroupVolume(const BoxingPlan& plan, const BoxingStep& step) {
-  if (step.group.empty()) return 0;
-  Region box = plan.values[step.inputs[0]].region;
-  for (size_t m = 0; m < step.group.size(); ++m) {
-    for (const Region* r : {&plan.values[step.inputs[m]].region, &plan.values[step.output + static_cast<int32_t>(m)].region}) {
-      for (int a = 0; a < box.num_axes(); ++a) {
-        box.begin[a] = std::min(box.begin[a], r->begin[a]);
-        box.end[a] = std::max(box.end[a], r->end[a]);
-      }
-    }
-  }
-  int64_t v = 1;
-  for (int a = 0; a < box.num_axes(); ++a) v *= box.end[a] - box.begin[a];
   return v;
 }
 
@@ -94,7 +58,7 @@ absl::Status Lowerer::EmitGradientBuckets(int64_t first_optimizer_position) {
       ValueKey key{tensor.value(), *op.placement, nd_sbp, multi_rate_};
       if (values_.count(key) > 0 || !seen.insert(key).second) continue;
       ASSIGN_OR_RETURN(const CachedPlan* cached, PlanFor(tensor, native, *op.placement, nd_sbp, /*use=*/false));
-      if (!CollectivesOnly(cached->plan)) continue;
+      if (!cached->layout.collectives_only) continue;
       Gradient g{tensor, *op.placement, nd_sbp, cached, &native, {}};
       if (multi_rate_ && !native.step_rate) {  // sum the micro-batches first, in the producer's layout
         ASSIGN_OR_RETURN(g.src, GetValue(tensor, native.placement, native.nd_sbp, /*step_rate=*/true));
@@ -123,7 +87,7 @@ absl::Status Lowerer::EmitGradientBuckets(int64_t first_optimizer_position) {
       }
       Bucket& bucket = buckets[it->second];
       bucket.parts.emplace_back(g, k);
-      bucket.bytes += GroupVolume(plan, step) * SizeOf(plan.desc.dtype);
+      bucket.bytes += gradients[g].boxing->layout.group_volume[k] * SizeOf(plan.desc.dtype);
       if (bucket.bytes >= options_.bucket_bytes) {
         closed.push_back(it->second);
         open.erase(it);

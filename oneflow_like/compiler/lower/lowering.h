@@ -47,11 +47,25 @@ struct PlanLayout {
   std::vector<bool> aliased_source;       // by source value: some destination device's value
   std::vector<bool> is_destination;       // by value: some destination device's value
   std::vector<int32_t> local_steps;       // one rank: the steps it runs, sends from or joins
+  bool collectives_only = false;          // ALL_REDUCE or REDUCE_SCATTER calls alone: bucketable
+  std::vector<int64_t> group_volume;      // collectives_only: by step, elements of its group region
 };
 
+// plan_cache.cc. `complete` false (lowering one rank that takes no part): plan holds only desc
+// and, if collectives_only, its steps' kind, collective and group; layout only the counts,
+// aliased_source, is_destination, collectives_only and group_volume.
 struct CachedPlan {
   BoxingPlan plan;
   PlanLayout layout;
+  bool complete = true;
+};
+
+// A plan for a request with its ranks shifted to the lowest node (plan_cache.cc), and kAuto's
+// choice for it.
+struct CanonicalPlan {
+  BoxingPlan plan;
+  double point_to_point_seconds = 0, collective_seconds = 0;
+  bool use_collective = false;
 };
 
 // A register of a value on one device, the slot holding the shard, and its producer task.
@@ -150,11 +164,12 @@ class Lowerer {
   // pacing.cc: per device of the op (placement order), the register pacing it (an op without
   // inputs); GetValue's side effects in the order the whole lowering makes them.
   absl::StatusOr<std::vector<int64_t>> PacingRegisters(const OpNode& op, int64_t position);
-  // boxing_lower.cc
-  // The boxing plan of `tensor` from `src`'s layout to (placement, nd_sbp), memoized; under
-  // kAuto the cheaper expansion, the choice recorded in choices_ (counted when `use`).
+  // plan_cache.cc: the boxing plan of `tensor` from `src`'s layout to (placement, nd_sbp),
+  // memoized; under kAuto the cheaper expansion, the choice recorded in choices_ (counted when
+  // `use`).
   absl::StatusOr<const CachedPlan*> PlanFor(TensorId tensor, const Value& src, const Placement& placement,
                                             const NdSbp& nd_sbp, bool use);
+  // boxing_lower.cc
   absl::StatusOr<Value> EmitBoxing(TensorId tensor, const Value& src, const Placement& placement,
                                    const NdSbp& nd_sbp);
   // bucket.cc
@@ -183,9 +198,9 @@ class Lowerer {
   absl::node_hash_map<ValueKey, Value> values_;
   int64_t next_collective_order_ = 0;
   bool buckets_emitted_ = false;
-  // Boxing plans by request (name excluded): the layers of a deep model repeat the same
-  // transitions, and the planner's cost grows with the placement size.
+  // Boxing plans by request (name excluded) and by canonical (shifted) request (plan_cache.cc).
   absl::node_hash_map<std::string, CachedPlan> plan_cache_;  // node: PlanFor hands out pointers
+  absl::node_hash_map<std::string, CanonicalPlan> canonical_;
   std::vector<TensorBindingProto> bindings_;  // in creation order
   std::vector<int32_t> binding_rank_;         // the rank of each entry of bindings_
   // One rank: mirror counts. summaries_[value.summary]: the ops reading the value;

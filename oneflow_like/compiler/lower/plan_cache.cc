@@ -1,0 +1,217 @@
+// The boxing plans of the lowering, memoized per distinct request (name excluded): the layers of
+// a deep model repeat the same transitions, and the planner's cost grows with the placement size.
+//
+// Plans are also shared across placements that differ by a shift of every rank by a multiple of
+// the cost model's ranks per node (the stages of a pipeline: cpu:[0..63] and cpu:[64..127]): the
+// planner decides by parallel ids and link classes only, so the plan of the shifted request is
+// the canonical plan with its ranks shifted (not when CostConfig::rank_to_node places ranks).
+// Lowering one rank, a plan it takes no part in is kept as counts only (tasks, collectives, which
+// source values destinations reuse; for a bucketable plan its steps' groups and volumes).
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+#include "oneflow_like/compiler/lower/lowering.h"
+
+namespace oneflow_like {
+namespace compiler {
+namespace lower_internal {
+namespace {
+
+Placement Shifted(const Placement& p, int32_t by) {
+  if (by == 0) return p;
+  std::vector<Rank> ranks;
+  ranks.reserve(p.ranks().size());
+  for (Rank r : p.ranks()) ranks.push_back(Rank(r.value() + by));
+  return *Placement::Create(p.device_type(), std::move(ranks), p.hierarchy());
+}
+
+Rank ShiftRank(Rank r, int32_t by) { return r.valid() ? Rank(r.value() + by) : r; }
+
+// The shift taking the canonical request to this one: the lowest rank of both placements,
+// rounded down to a node boundary (0 when nodes are placed explicitly).
+int32_t CanonicalShift(const Placement& a, const Placement& b, const CostConfig& cost) {
+  if (!cost.rank_to_node.empty() || cost.ranks_per_node <= 0) return 0;
+  int32_t low = a.ranks().front().value();
+  for (const Placement* p : {&a, &b}) {
+    for (Rank r : p->ranks()) low = std::min(low, r.value());
+  }
+  return low - low % cost.ranks_per_node;
+}
+
+std::string PlanKey(const TensorDesc& desc, const Placement& src, const NdSbp& src_sbp, const Placement& dst,
+                    const NdSbp& dst_sbp) {
+  return absl::StrCat(desc.ToString(), " ", src.ToString(), " ", NdSbpText(src_sbp), " ", dst.ToString(), " ",
+                      NdSbpText(dst_sbp));
+}
+
+// Whether `plan` is collectives alone, all ALL_REDUCE or all REDUCE_SCATTER, each member reading
+// a source shard: the form a gradient bucket can absorb.
+bool CollectivesOnly(const BoxingPlan& plan) {
+  if (plan.steps.empty()) return false;
+  for (const BoxingStep& step : plan.steps) {
+    if (step.kind != StepKind::kCollective || step.group.empty() || step.collective != plan.steps[0].collective) {
+      return false;
+    }
+    if (step.collective != CollectiveKind::kAllReduce && step.collective != CollectiveKind::kReduceScatter) {
+      return false;
+    }
+    for (int32_t in : step.inputs) {
+      if (in < 0 || in >= plan.num_source_values()) return false;
+    }
+  }
+  return true;
+}
+
+// Elements of a collective step's group region (the bounding box of its members' regions).
+int64_t GroupVolume(const BoxingPlan& plan, const BoxingStep& step) {
+  Region box = plan.values[step.inputs[0]].region;
+  for (size_t m = 0; m < step.group.size(); ++m) {
+    for (const Region* r :
+         {&plan.values[step.inputs[m]].region, &plan.values[step.output + static_cast<int32_t>(m)].region}) {
+      for (int a = 0; a < box.num_axes(); ++a) {
+        box.begin[a] = std::min(box.begin[a], r->begin[a]);
+        box.end[a] = std::max(box.end[a], r->end[a]);
+      }
+    }
+  }
+  int64_t v = 1;
+  for (int a = 0; a < box.num_axes(); ++a) v *= box.end[a] - box.begin[a];
+  return v;
+}
+
+// What every use needs, lowered rank or not: counts, reused sources, bucketability.
+PlanLayout Counts(const BoxingPlan& plan) {
+  PlanLayout layout;
+  for (const BoxingStep& step : plan.steps) {
+    const bool collective = step.kind == StepKind::kCollective;
+    layout.num_tasks += collective ? static_cast<int64_t>(step.group.size()) : 1;
+    layout.num_collectives += collective ? 1 : 0;
+  }
+  layout.aliased_source.assign(plan.num_source_values(), false);
+  layout.is_destination.assign(plan.values.size(), false);
+  for (int32_t v : plan.dst_values) {
+    if (v < 0 || v >= static_cast<int32_t>(plan.values.size())) continue;  // reported by EmitBoxing
+    layout.is_destination[v] = true;
+    if (v < plan.num_source_values()) layout.aliased_source[v] = true;
+  }
+  layout.collectives_only = CollectivesOnly(plan);
+  if (layout.collectives_only) {
+    for (const BoxingStep& step : plan.steps) layout.group_volume.push_back(GroupVolume(plan, step));
+  }
+  return layout;
+}
+
+// Counts, plus where each step's tasks and each value's register fall, and the lowered rank's steps.
+PlanLayout LayOut(const BoxingPlan& plan, int32_t only_rank) {
+  PlanLayout layout = Counts(plan);
+  layout.step_offset.resize(plan.steps.size());
+  layout.collective_index.resize(plan.steps.size());
+  layout.value_offset.assign(plan.values.size(), -1);
+  layout.value_step.assign(plan.values.size(), -1);
+  int32_t offset = 0, collectives = 0;
+  for (size_t k = 0; k < plan.steps.size(); ++k) {
+    const BoxingStep& step = plan.steps[k];
+    layout.step_offset[k] = offset;
+    layout.collective_index[k] = collectives;
+    const int32_t outputs = step.kind == StepKind::kCollective ? static_cast<int32_t>(step.group.size()) : 1;
+    for (int32_t m = 0; m < outputs; ++m) {
+      const int32_t v = step.output + m;
+      if (v >= 0 && v < static_cast<int32_t>(plan.values.size())) {
+        layout.value_offset[v] = offset + m;
+        layout.value_step[v] = static_cast<int32_t>(k);
+      }
+    }
+    offset += outputs;
+    collectives += step.kind == StepKind::kCollective ? 1 : 0;
+  }
+  if (only_rank >= 0) layout.local_steps = plan.StepsOfRank(Rank(only_rank));
+  return layout;
+}
+
+BoxingPlan ShiftPlan(const BoxingPlan& canonical, int32_t by) {
+  BoxingPlan plan = canonical;
+  if (by == 0) return plan;
+  plan.src_placement = Shifted(canonical.src_placement, by);
+  plan.dst_placement = Shifted(canonical.dst_placement, by);
+  for (BoxingValue& v : plan.values) v.device.rank = ShiftRank(v.device.rank, by);
+  for (BoxingStep& step : plan.steps) {
+    step.rank = ShiftRank(step.rank, by);
+    step.peer = ShiftRank(step.peer, by);
+    for (Rank& r : step.group) r = ShiftRank(r, by);
+  }
+  return plan;
+}
+
+}  // namespace
+
+absl::StatusOr<const CachedPlan*> Lowerer::PlanFor(TensorId tensor, const Value& src, const Placement& placement,
+                                                   const NdSbp& nd_sbp, bool use) {
+  const TensorNode& t = graph_.tensor(tensor);
+  const CostConfig& cost = options_.boxing_options.cost;
+  const std::string key = PlanKey(*t.desc, src.placement, src.nd_sbp, placement, nd_sbp);
+  auto cached = plan_cache_.find(key);
+  if (cached == plan_cache_.end()) {
+    BoxingRequest request{*t.desc, src.placement, src.nd_sbp, placement, nd_sbp, absl::StrCat("tensor '", t.name, "'")};
+    const int32_t shift = CanonicalShift(src.placement, placement, cost);
+    BoxingRequest shifted = request;
+    shifted.src_placement = Shifted(src.placement, -shift);
+    shifted.dst_placement = Shifted(placement, -shift);
+    const std::string canonical_key =
+        PlanKey(*t.desc, shifted.src_placement, src.nd_sbp, shifted.dst_placement, nd_sbp);
+    auto canonical = canonical_.find(canonical_key);
+    if (canonical == canonical_.end()) {
+      absl::StatusOr<BoxingPlan> built = expander_->Expand(shifted);
+      if (!built.ok()) return expander_->Expand(request).status();  // the error naming the real ranks
+      CanonicalPlan entry{*std::move(built)};
+      if (collective_expander_ != nullptr) {  // kAuto: the cheaper of point-to-point and collective
+        ASSIGN_OR_RETURN(BoxingPlan collective, collective_expander_->Expand(shifted));
+        bool has_collective = false;
+        for (const BoxingStep& step : collective.steps) has_collective |= step.kind == StepKind::kCollective;
+        entry.point_to_point_seconds = BoxingCost(entry.plan, cost).seconds;
+        entry.collective_seconds = has_collective ? BoxingCost(collective, cost).seconds : 0.0;
+        entry.use_collective = has_collective && entry.collective_seconds < entry.point_to_point_seconds;
+        if (entry.use_collective) entry.plan = std::move(collective);
+      }
+      canonical = canonical_.emplace(canonical_key, std::move(entry)).first;
+    }
+    const CanonicalPlan& canon = canonical->second;
+    if (collective_expander_ != nullptr) {
+      BoxingRequest unnamed = request;
+      unnamed.name.clear();
+      BoxingChoiceProto& choice = choices_[unnamed.ToString()];
+      choice.set_transition(unnamed.ToString());
+      choice.set_point_to_point_seconds(canon.point_to_point_seconds);
+      choice.set_collective_seconds(canon.collective_seconds);
+      choice.set_chosen(canon.use_collective ? "collective" : "point_to_point");
+    }
+    const int32_t me = builder_.only_rank();
+    CachedPlan entry;
+    if (me < 0 || src.placement.Contains(Rank(me)) || placement.Contains(Rank(me))) {
+      entry.plan = ShiftPlan(canon.plan, shift);
+      entry.layout = LayOut(entry.plan, me);
+    } else {  // counts only; a bucketable plan keeps its steps' groups
+      entry.complete = false;
+      entry.layout = Counts(canon.plan);
+      entry.plan.desc = canon.plan.desc;
+      if (entry.layout.collectives_only) {
+        for (const BoxingStep& step : canon.plan.steps) {
+          BoxingStep& kept = entry.plan.steps.emplace_back();
+          kept.kind = step.kind;
+          kept.collective = step.collective;
+          for (Rank r : step.group) kept.group.push_back(ShiftRank(r, shift));
+        }
+      }
+    }
+    cached = plan_cache_.emplace(key, std::move(entry)).first;
+  }
+  if (use && collective_expander_ != nullptr) {
+    auto choice = choices_.find(
+        BoxingRequest{*t.desc, src.placement, src.nd_sbp, placement, nd_sbp, ""}.ToString());
+    if (choice != choices_.end()) choice->second.set_uses(choice->second.uses() + 1);
+  }
+  return &cached->second;
+}
+
+}  // namespace lower_internal
+}  // namespace compiler
+}  // namespace oneflow_like
