@@ -7,6 +7,9 @@
 //   x.source (N=4) -> relu -> y.sink            rates 4, 4, 4
 //   w.source (1) -> repeat(4) -> add(x, .) -> accumulate(4) -> sink     1, 4, 4, 1, 1
 //
+// A per-rank plan (PlanProto.per_rank) lacks the producers of its mirrors: a mirror listed in
+// per_rank.step_rate_mirrors fires once per step, any other pieces_per_step times.
+//
 // A task whose rate cannot be derived (it sits on a cycle without a holder, which the
 // compiler's verifier rejects) gets pieces_per_step. Pure function; thread-safe.
 #ifndef ONEFLOW_LIKE_ACTOR_PLAN_RATES_H_
