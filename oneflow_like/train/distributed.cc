@@ -13,6 +13,7 @@
 #include "oneflow_like/comm/ibverbs_rendezvous.h"
 #include "oneflow_like/core/status.h"
 #include "oneflow_like/train/fault_injection.h"
+#include "oneflow_like/train/plan_agreement.h"
 
 namespace oneflow_like {
 namespace train {
@@ -195,14 +196,10 @@ DistributedContext::~DistributedContext() {
 }
 
 absl::Status DistributedContext::CheckPlan(const PlanProto& plan) {
-  RETURN_IF_ERROR(client_->Set(absl::StrCat("plan_hash/", env_.rank), plan.content_hash()));
+  const std::string mine = PlanFingerprint(plan);
+  RETURN_IF_ERROR(client_->Set(absl::StrCat("plan_hash/", env_.rank), mine));
   ASSIGN_OR_RETURN(std::string first, client_->Get("plan_hash/0", env_.connect_timeout_ms));
-  if (first != plan.content_hash()) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "rank ", env_.rank, " compiled a different plan than rank 0 (content hash ", plan.content_hash(), " vs ",
-        first, "): every rank must run the same code with the same config and flags"));
-  }
-  return absl::OkStatus();
+  return CompareWithRank0(mine, first, env_.rank);
 }
 
 absl::Status DistributedContext::failure() const {

@@ -77,8 +77,9 @@ class DistributedContext {
   comm::ControlClient* control() const { return client_.get(); }
   comm::Transport* transport() const { return transport_.get(); }
 
-  // Every rank publishes the plan's content hash; each compares with rank 0's.
-  // FailedPrecondition naming both hashes when they differ.
+  // Every rank publishes what it must agree on (plan_agreement.h: a per-rank plan's job
+  // agreement, else the content hash); each compares with rank 0's, before any data moves.
+  // FailedPrecondition naming what differs.
   absl::Status CheckPlan(const PlanProto& plan);
   // OK, or the job's first failure (a peer's death, a broken link, an abort).
   absl::Status failure() const;

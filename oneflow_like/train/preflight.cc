@@ -50,9 +50,29 @@ class Checker {
     return same.ok() || !absl::IsFailedPrecondition(same) ? same : Fail(std::string(same.message()));
   }
 
+  // A per-rank plan holds its own rank's memory alone: every rank publishes it for its node.
+  absl::Status PublishPlannedBytes(const PlanProto& plan) const {
+    if (!plan.has_per_rank()) return absl::OkStatus();
+    return context_->control()->Set(absl::StrCat("preflight/planned/", env_.rank),
+                                     absl::StrCat(PlannedBytesOfRanks(plan, env_.rank, 1)));
+  }
+
+  absl::StatusOr<int64_t> NodePlannedBytes(const PlanProto& plan, int32_t first) const {
+    if (!plan.has_per_rank()) return PlannedBytesOfRanks(plan, first, env_.local_world_size);
+    int64_t total = 0;
+    for (int32_t rank = first; rank < first + env_.local_world_size; ++rank) {
+      ASSIGN_OR_RETURN(std::string text,
+                       context_->control()->Get(absl::StrCat("preflight/planned/", rank), env_.connect_timeout_ms));
+      int64_t bytes = 0;
+      if (!absl::SimpleAtoi(text, &bytes)) return Fail(absl::StrCat("rank ", rank, " published planned bytes '", text, "'"));
+      total += bytes;
+    }
+    return total;
+  }
+
   absl::Status CheckMemory(const PlanProto& plan) const {
     const int32_t first = env_.node_rank * env_.local_world_size;
-    const int64_t planned = PlannedBytesOfRanks(plan, first, env_.local_world_size);
+    ASSIGN_OR_RETURN(const int64_t planned, NodePlannedBytes(plan, first));
     absl::StatusOr<int64_t> available = NodeMemoryAvailable();
     if (!available.ok()) return Fail(std::string(available.status().message()));
     if (planned > *available) {
@@ -192,6 +212,7 @@ absl::Status RunPreflight(const PlanProto& plan, const PreflightOptions& options
   const DistributedEnv& env = context->env();
   RETURN_IF_ERROR(check.CheckBinary());
   RETURN_IF_ERROR(check.CheckPlan(plan));
+  RETURN_IF_ERROR(check.PublishPlannedBytes(plan));
   if (env.local_rank == 0) RETURN_IF_ERROR(check.CheckMemory(plan));
   std::string marker;
   if (!options.checkpoint_dir.empty()) {

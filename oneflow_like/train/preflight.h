@@ -2,8 +2,10 @@
 // it builds its runtime, so that a job that cannot work stops at once with one line naming the
 // node instead of failing (or being restarted) mid-training:
 //   1. every rank runs the same trainer binary (CRC-32C and size of /proc/self/exe vs rank 0's);
-//   2. every rank compiled the same plan (content hash vs rank 0's: DistributedContext::CheckPlan);
-//   3. the planned memory of the node's ranks (the plan's planned_bytes of ranks n*L .. n*L+L-1)
+//   2. every rank compiled the same job (DistributedContext::CheckPlan: the job agreement of
+//      per-rank plans, else the content hash, vs rank 0's; plan_agreement.h);
+//   3. the planned memory of the node's ranks (the plan's planned_bytes of ranks n*L .. n*L+L-1;
+//      with per-rank plans, where a plan knows its own rank's memory alone, each rank publishes it)
 //      fits the memory the node has (MemAvailable of /proc/meminfo; OL_MEM_AVAILABLE_BYTES
 //      overrides it, for tests); checked by each node's local rank 0;
 //   4. with checkpoints on: the checkpoint directory is writable on every node and shared by all

@@ -47,6 +47,14 @@ class RankExecutor : public StepExecutor {
         if (binding.kind() == TensorBindingProto::OUTPUT) holders_[binding.tensor_name()].push_back(rank.rank());
       }
     }
+    if (plan.has_per_rank()) {  // this rank's plan alone: the job's inputs and outputs are listed
+      holders_.clear();
+      for (const std::string& name : plan.per_rank().inputs()) names_.insert(name);
+      for (const OutputHoldersProto& output : plan.per_rank().outputs()) {
+        names_.insert(output.tensor_name());
+        holders_[output.tensor_name()].assign(output.ranks().begin(), output.ranks().end());
+      }
+    }
   }
   ~RankExecutor() override {
     if (runtime_ != nullptr) runtime_->Stop();

@@ -25,6 +25,7 @@ compiler::CompileOptions CompileOptionsFor(const TrainerOptions& options) {
   compile.reuse_memory = options.reuse_memory;
   compile.boxing = options.boxing;
   compile.bucket_bytes = static_cast<int64_t>(options.bucket_mb * (1 << 20));
+  compile.only_rank = options.only_rank;
   return compile;
 }
 namespace {
@@ -117,6 +118,11 @@ absl::StatusOr<std::unique_ptr<Trainer>> Trainer::Create(const TrainerOptions& o
     }
     ASSIGN_OR_RETURN(models::TextCorpus corpus, models::TextCorpus::Load(options.text_path, options.gpt.seq_len + 1));
     t->corpus_ = std::make_unique<models::TextCorpus>(std::move(corpus));
+  }
+  if (options.only_rank >= 0 && !options.executor_factory) {
+    return absl::InvalidArgumentError(absl::StrCat("only_rank ", options.only_rank,
+                                                   " compiles one rank's plan; running every rank in this process "
+                                                   "needs the whole plan (only_rank -1)"));
   }
   absl::StatusOr<compiler::Graph> graph = std::move(*job.graph);
   const compiler::CompileOptions compile = CompileOptionsFor(options);

@@ -71,6 +71,12 @@ struct TrainerOptions {
   // GPT data: empty = torch_gpt.py's synthetic batches; else a text file read byte-level
   // (models/text_data.h; requires gpt.vocab == 256), e.g. /usr/share/common-licenses/GPL-3.
   std::string text_path;
+  // -1: compile the whole plan (every rank). r >= 0: compile only rank r's plan
+  // (compiler::CompileOptions::only_rank): what each process of an olrun job does (oltrain), so
+  // its start-up does not grow with the world size; the ranks then compare the plan's job
+  // agreement instead of the whole plan's hash (plan_agreement.h). Needs an executor_factory
+  // that runs rank r alone.
+  int32_t only_rank = -1;
   // Runs the plan; null = every rank in this process (CreateLocalExecutor). The multi-process
   // trainer passes one that runs this process's rank only (rank_executor.h).
   std::function<absl::StatusOr<std::unique_ptr<StepExecutor>>(const PlanProto&, const OpRegistry*,

@@ -12,7 +12,8 @@ the RDMA transport without a device fails the job with a clear message. Restarts
 equal an uninterrupted run's, on one node and on two olrun "nodes"; with 0 the job fails as
 before; a stale rank of an earlier restart round is refused at the rendezvous. Preflight: a node
 with another checkpoint directory, too little memory or another trainer binary fails the job
-before training with one line naming the node (exit 3, not restarted).
+before training with one line naming the node (exit 3, not restarted); so does a rank given
+another job (another layer count or micro-batch count), naming what differs.
 """
 import json
 import os
@@ -320,6 +321,17 @@ def test_preflight_failures_name_the_node_and_are_not_restarted(tmp_path):
     (tmp_path / "file").write_text("x")
     code, out, _ = olrun(2, ["--steps=2", "--dp=2", f"--checkpoint_dir={tmp_path}/file/ckpt"], expect_ok=False)
     assert code == 3 and "preflight: node 0 (host" in out and "cannot create the checkpoint directory" in out, out
+
+
+def test_a_rank_given_another_job_is_refused_naming_what_differs():
+    # Each process compiles only its own rank's plan; the ranks compare the job's agreement (the
+    # global decisions) before any data moves, and a mismatch names what differs.
+    for other, named in ((["--n_layer=3"], "ops "), (["--micro_batches=2"], "pieces_per_step 2 vs 1")):
+        results = olrun_two_nodes((["--steps=2", "--dp=2"], ["--steps=2", "--dp=2"] + other), expect_ok=False)
+        for code, out in results:
+            assert code != 0 and "step 0 loss" not in out, out
+        code, out = results[1]
+        assert code == 3 and "rank 1 compiled another job than rank 0: " in out and named in out, out
 
 
 if __name__ == "__main__":

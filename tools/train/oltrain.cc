@@ -75,6 +75,7 @@ int RunDistributed(train::TrainerOptions options, const train::RunOptions& run, 
     RETURN_IF_ERROR(train::RunPreflight(plan, preflight, ctx));
     return train::CreateRankExecutor(plan, reg, std::move(session), ctx);
   };
+  options.only_rank = env->rank;  // each process compiles its own rank's plan (issue 16)
   train::RunOptions this_round = run;
   if (env->restart_round > 0) {
     // olrun restarted the job after a failure: continue from the newest complete checkpoint.
