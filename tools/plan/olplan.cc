@@ -67,7 +67,8 @@ Commands:
   html      one self-contained page (overview, memory chart, SBP table, predicted timeline);
             --out FILE (default olplan.html); opens in any browser with no server
   compile   compile only; --out FILE writes the plan (a serialized PlanProto)
-  verify    the whole-plan checks (producers, transfers, collective order, deadlock simulation)
+  verify    the whole-plan checks (producers, transfers, collective order, deadlock simulation);
+            a per-rank plan file (compiled with only_rank): the checks its rank can make alone
 
 Input (one of):
   --plan FILE              a plan file (olplan compile --out, or graph.plan.serialize() in Python)
@@ -188,7 +189,8 @@ absl::StatusOr<PlanProto> ReadPlanFile(const std::string& path) {
     return absl::InvalidArgumentError(absl::StrCat(path, ": not a plan file (it does not parse as a PlanProto; write one with "
                                                    "`olplan compile ... --out FILE`)"));
   }
-  absl::Status verified = compiler::VerifyPlan(plan);
+  // A per-rank plan (oltrain under olrun compiles its own rank's alone) gets the checks one rank can make.
+  absl::Status verified = plan.has_per_rank() ? compiler::VerifyRankPlan(plan) : compiler::VerifyPlan(plan);
   if (!verified.ok()) {
     return absl::InvalidArgumentError(absl::StrCat(path, ": not a valid plan (corrupt or truncated?): ", verified.message()));
   }
@@ -200,6 +202,7 @@ absl::StatusOr<PlanProto> CompileGraph(compiler::Graph graph, const Args& a, con
   compiler::CompileOptions options = train::CompileOptionsFor(trainer);
   options.world_size = a.world;
   options.cost = a.sbp_cost;
+  options.verify_plan = a.command != "verify";  // verify checks the plan once, below
   options.on_phase = [](const std::string& phase, double seconds) {
     if (seconds > 1.0) std::fprintf(stderr, "olplan: %s took %.1f s\n", phase.c_str(), seconds);
   };
@@ -409,6 +412,12 @@ int Main(int argc, char** argv) {
     return 0;
   }
   if (a.command == "verify") {
+    if (plan.has_per_rank()) {  // checked by ReadPlanFile
+      std::printf("plan %s of rank %d alone: verified (its tasks, registers, memory, stream order, collectives' "
+                  "geometry); the checks across ranks need the whole plan (olplan verify --config/--job)\n",
+                  plan.content_hash().c_str(), plan.per_rank().rank());
+      return 0;
+    }
     absl::Status s = compiler::VerifyPlan(plan);
     if (!s.ok()) return Fail(s);
     std::printf("plan %s: verified (producers, transfers, collective order, deadlock simulation)\n", plan.content_hash().c_str());
