@@ -46,7 +46,7 @@ void AddTensorInto(const Tensor& source, Tensor* destination) {
 }
 
 absl::Status ComputeBody::Act(ActIo& io) {
-  KernelContext context{op_name_, attrs_, {}, {}, input_shards_, output_shards_, nullptr};
+  KernelContext context{op_name_, attrs_, {}, {}, input_shards_, output_shards_, nullptr, intra_op_pool_};
   for (const Tensor& t : io.inputs) context.inputs.push_back(&t);
   for (Tensor& t : io.outputs) context.outputs.push_back(&t);
   return def_->cpu_kernel(context);

@@ -47,14 +47,16 @@ void AddTensorInto(const Tensor& source, Tensor* destination);  // destination +
 
 class ComputeBody final : public ActBody {
  public:
-  // REQUIRES: `def` outlives the body; `attrs` validated (defaults filled).
+  // REQUIRES: `def` (and `intra_op_pool`, if any) outlive the body; `attrs` validated
+  // (defaults filled). The kernel gets `intra_op_pool` in its KernelContext (null: serial).
   ComputeBody(const OpDef* def, std::string op_name, AttrMap attrs, std::vector<ShardInfo> input_shards,
-              std::vector<ShardInfo> output_shards)
+              std::vector<ShardInfo> output_shards, IntraOpPool* intra_op_pool = nullptr)
       : def_(def),
         op_name_(std::move(op_name)),
         attrs_(std::move(attrs)),
         input_shards_(std::move(input_shards)),
-        output_shards_(std::move(output_shards)) {}
+        output_shards_(std::move(output_shards)),
+        intra_op_pool_(intra_op_pool) {}
   absl::Status Act(ActIo& io) override;
 
  private:
@@ -63,6 +65,7 @@ class ComputeBody final : public ActBody {
   AttrMap attrs_;
   std::vector<ShardInfo> input_shards_;
   std::vector<ShardInfo> output_shards_;
+  IntraOpPool* intra_op_pool_;
 };
 
 class CopyBody final : public ActBody {

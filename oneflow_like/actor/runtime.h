@@ -54,6 +54,7 @@
 #include "oneflow_like/comm/collective.h"
 #include "oneflow_like/comm/transport.h"
 #include "oneflow_like/core/allocator.h"
+#include "oneflow_like/core/intra_op_pool.h"
 #include "oneflow_like/core/op_registry.h"
 #include "oneflow_like/core/proto/plan.pb.h"
 
@@ -107,6 +108,12 @@ struct RuntimeEnv {
   // COLLECTIVE tasks run through it (collective_body.h): required iff the rank has any. Not
   // owned; outlives the runtime.
   comm::CollectiveBackend* collectives = nullptr;
+  // The rank's thread budget for its kernels (core/intra_op_pool.h): > 1 gives the rank an
+  // IntraOpPool of that many threads (the stream thread + workers), which every COMPUTE task's
+  // kernel gets in KernelContext::intra_op_pool (matmuls then run OpenBLAS single-threaded on
+  // them). 1 = serial kernels. Results are bit-identical either way but for split matmuls'
+  // last bits.
+  int intra_op_threads = 1;
 };
 
 class Runtime final : public ActorHost {
@@ -272,6 +279,9 @@ class Runtime final : public ActorHost {
   const RuntimeEnv env_;
   SystemClock system_clock_;
   const Clock* const clock_ = env_.clock != nullptr ? env_.clock : &system_clock_;
+  // env_.intra_op_threads > 1: the kernels' pool (declared before the actors: outlives them).
+  const std::unique_ptr<IntraOpPool> intra_op_pool_ =
+      env_.intra_op_threads > 1 ? std::make_unique<IntraOpPool>(env_.intra_op_threads) : nullptr;
   std::atomic<int64_t> last_act_micros_{clock_->NowMicros()};
   int64_t pieces_per_step_ = 1;
   std::vector<Block> blocks_;  // every allocation, freed by ~Runtime

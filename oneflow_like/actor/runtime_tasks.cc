@@ -150,7 +150,8 @@ absl::StatusOr<Runtime::TaskSetup> Runtime::SetUpTask(const TaskProto& task, int
                                             out_desc(i).shape));
       }
       setup.body =
-          std::make_unique<ComputeBody>(*def, op_name, *std::move(attrs), std::move(in_shards), std::move(out_shards));
+          std::make_unique<ComputeBody>(*def, op_name, *std::move(attrs), std::move(in_shards), std::move(out_shards),
+                                        intra_op_pool_.get());
       break;
     }
     case TaskProto::TRANSFER:

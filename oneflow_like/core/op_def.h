@@ -12,7 +12,8 @@
 //   - Cost:    FLOPs and bytes moved for the compiler's cost model (logical, whole-tensor);
 //   - kernel:  the CPU kernel. It runs on one shard; KernelContext tells it the logical shape
 //              of every input/output and where its shard sits (needed by e.g. random ops,
-//              causal masks, vocab-split embedding and mean reductions).
+//              causal masks, vocab-split embedding and mean reductions), and hands it the
+//              rank's intra-op threads for its large loops.
 //
 // Worked example, matmul(a[m,k], b[k,n]) -> y[m,n]:
 //   Y:S(0) <- A:S(0), B:B     Y:S(1) <- A:B, B:S(1)     Y:P <- A:S(1), B:S(0)
@@ -29,6 +30,7 @@
 #include <vector>
 
 #include "oneflow_like/core/attr.h"
+#include "oneflow_like/core/intra_op_pool.h"
 #include "oneflow_like/core/sbp.h"
 #include "oneflow_like/core/shape.h"
 #include "oneflow_like/core/status.h"
@@ -97,6 +99,10 @@ struct KernelContext {
   std::vector<ShardInfo> input_shards;   // same length as inputs
   std::vector<ShardInfo> output_shards;  // same length as outputs
   Stream* stream = nullptr;  // the stream to run on (CPU: may be null = run inline)
+  // The rank's intra-op threads (intra_op_pool.h): large loops split over them with
+  // ParallelFor(ctx.intra_op_pool, ...) (bit-identically but for matmul, whose split products
+  // differ in the last bits). Null = serial. Not owned.
+  IntraOpPool* intra_op_pool = nullptr;
 };
 
 // The autograd interface an op's gradient rule talks to. Values are referred to by name.

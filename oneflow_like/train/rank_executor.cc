@@ -69,6 +69,7 @@ class RankExecutor : public StepExecutor {
     env.on_act = options_.on_act;
     env.record_timeline = options_.record_timeline;
     env.inplace_variable_updates = options_.inplace_variable_updates;
+    env.intra_op_threads = options_.intra_op_threads;
     env.step_notifier = &notifier_;
     bool collectives = false;
     for (const RankPlanProto& rank : plan.rank_plans()) {

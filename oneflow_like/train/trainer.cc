@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -10,6 +11,7 @@
 #include <sstream>
 #include <utility>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "oneflow_like/compiler/graph_builder.h"
@@ -28,6 +30,16 @@ compiler::CompileOptions CompileOptionsFor(const TrainerOptions& options) {
   compile.only_rank = options.only_rank;
   return compile;
 }
+
+int IntraOpThreadsFromEnv() {
+  for (const char* name : {"OL_INTRA_OP_THREADS", "OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS"}) {
+    const char* value = std::getenv(name);
+    int threads = 0;
+    if (value != nullptr && absl::SimpleAtoi(value, &threads) && threads >= 1) return threads;
+  }
+  return 1;
+}
+
 namespace {
 
 double Now() {
@@ -133,6 +145,10 @@ absl::StatusOr<std::unique_ptr<Trainer>> Trainer::Create(const TrainerOptions& o
   session.watchdog_timeout_ms = options.watchdog_ms;
   session.record_timeline = options.record_timeline;
   session.inplace_variable_updates = options.inplace_updates;
+  // In process, the ranks share the process's budget; under olrun each process is one rank.
+  const int ranks_here = options.executor_factory ? 1 : std::max(1, t->plan_.world_size());
+  session.intra_op_threads =
+      options.intra_op_threads > 0 ? options.intra_op_threads : std::max(1, IntraOpThreadsFromEnv() / ranks_here);
   if (options.executor_factory) {
     ASSIGN_OR_RETURN(t->executor_, options.executor_factory(t->plan_, registry, std::move(session)));
   } else {

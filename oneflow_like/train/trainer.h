@@ -68,6 +68,11 @@ struct TrainerOptions {
   int64_t mlp_data_batches = 1;   // distinct MLP batches cycled over steps
   int64_t watchdog_ms = 60000;    // a step with no progress for this long fails (session.h)
   bool record_timeline = false;   // record acts for TimelineJson / WriteTimeline
+  // Threads per rank for the kernels (actor::RuntimeEnv::intra_op_threads; every kernel's
+  // result but a split matmul's, which differs in the last bits, is bit-identical for any
+  // value). 0 = the thread budget from the environment (IntraOpThreadsFromEnv), shared by the
+  // ranks that run in this process.
+  int intra_op_threads = 0;
   // GPT data: empty = torch_gpt.py's synthetic batches; else a text file read byte-level
   // (models/text_data.h; requires gpt.vocab == 256), e.g. /usr/share/common-licenses/GPL-3.
   std::string text_path;
@@ -95,6 +100,10 @@ absl::StatusOr<TrainerJob> BuildTrainerJob(const TrainerOptions& options, const 
 // The compiler options the trainer's flags ask for (boxing, buckets, memory reuse); olplan
 // compiles a job with the same ones, so it plans what oltrain would run.
 compiler::CompileOptions CompileOptionsFor(const TrainerOptions& options);
+// A process's thread budget for intra-op threads: OL_INTRA_OP_THREADS if set, else the BLAS
+// setting (OPENBLAS_NUM_THREADS, else OMP_NUM_THREADS), else 1; at least 1. With a pool, the
+// GEMMs run OpenBLAS single-threaded on the pool's threads: one budget for all kernels.
+int IntraOpThreadsFromEnv();
 
 struct StepResult {
   int64_t step = 0;

@@ -79,6 +79,10 @@ Runtime and output:
                          under olrun each rank writes DIR/timeline.rank<R>.json (tools/trace_merge.py)
   --watchdog_ms=N        fail a step after N ms without progress (60000)
   --help                 this text
+Threads: each rank splits its GEMMs (OpenBLAS then single-threaded) and its large element-wise,
+softmax, norm, loss and optimizer kernels over OL_INTRA_OP_THREADS threads (default:
+OPENBLAS_NUM_THREADS, else OMP_NUM_THREADS, else 1; ranks run in this process share it);
+results of every kernel but matmul are bit-identical for any thread count.
 Output: a plan summary, then "step S loss L time T ms R tokens/s|samples/s" per step, then
 "RESULT median_ms_per_step=..." over the steps after --warmup.
 )";

@@ -4,6 +4,7 @@
 #include "oneflow_like/train/trainer.h"
 
 #include <cmath>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 
@@ -143,6 +144,44 @@ TEST_F(TrainerTest, RecomputeAndTextDataKeepTheLosses) {
   absl::StatusOr<std::unique_ptr<Trainer>> bad = Trainer::Create(wrong_vocab, registry_.get());
   ASSERT_FALSE(bad.ok());
   EXPECT_NE(bad.status().message().find("vocab must be 256"), std::string::npos) << bad.status();
+}
+
+// Intra-op threads (the rank's kernels split over a pool, GEMMs on single-threaded OpenBLAS):
+// every kernel but matmul is bit-identical to one thread, a split matmul differs in the last
+// bits, so the losses of a GPT whose tensors are above the pool's threshold agree with one
+// thread to float32 precision, and a run repeats to the bit. Then the budget's environment.
+TEST_F(TrainerTest, IntraOpThreadsKeepTheLosses) {
+  TrainerOptions o = TinyGpt();
+  o.gpt = models::GptConfig{.vocab = 256, .seq_len = 64, .n_layer = 1, .n_embd = 128, .n_head = 2, .batch = 8};
+  o.batch = 8;
+  o.intra_op_threads = 1;
+  const std::vector<double> one = Train(o, 3, registry_.get());
+  ASSERT_EQ(one.size(), 3u);
+  for (int threads : {2, 3}) {
+    o.intra_op_threads = threads;
+    const std::vector<double> split = Train(o, 3, registry_.get());
+    ASSERT_EQ(split.size(), 3u);
+    for (int step = 0; step < 3; ++step) {
+      EXPECT_NEAR(split[step], one[step], 1e-5 * one[step]) << threads << " threads, step " << step;
+    }
+    EXPECT_EQ(Train(o, 3, registry_.get()), split) << threads << " threads";
+  }
+
+  unsetenv("OL_INTRA_OP_THREADS");
+  unsetenv("OPENBLAS_NUM_THREADS");
+  unsetenv("OMP_NUM_THREADS");
+  EXPECT_EQ(IntraOpThreadsFromEnv(), 1);
+  setenv("OMP_NUM_THREADS", "4", 1);
+  EXPECT_EQ(IntraOpThreadsFromEnv(), 4);
+  setenv("OPENBLAS_NUM_THREADS", "2", 1);
+  EXPECT_EQ(IntraOpThreadsFromEnv(), 2);
+  setenv("OL_INTRA_OP_THREADS", "3", 1);
+  EXPECT_EQ(IntraOpThreadsFromEnv(), 3);
+  setenv("OL_INTRA_OP_THREADS", "zero", 1);  // not a count: the next setting decides
+  EXPECT_EQ(IntraOpThreadsFromEnv(), 2);
+  unsetenv("OL_INTRA_OP_THREADS");
+  unsetenv("OPENBLAS_NUM_THREADS");
+  unsetenv("OMP_NUM_THREADS");
 }
 
 // MLP on a fixed batch: at lr 0 -> tiny the loss stays, the first loss is the MSE of the

@@ -12,7 +12,9 @@
 // SBP: the forward ops are nonlinear, so only S(i) -> S(i) and B -> B. The *_grad ops are
 // linear in dy: S(i),S(i) -> S(i); B,B -> B; and dy:P, y/x:B -> dx:P.
 //
-// Kernels are element-wise loops over the shard. They are written for GCC's vectorizer at
+// Kernels are element-wise loops over the shard (a large shard is split into contiguous
+// chunks over the rank's intra-op threads: the same per-element arithmetic, bit-identical
+// results; core/intra_op_pool.h). They are written for GCC's vectorizer at
 // -O2 (whose "very cheap" cost model only vectorizes loops with a known trip count): fixed
 // 16-wide inner blocks plus a scalar tail, on __restrict pointers. The float32 gelu loops are
 // compute-bound, so they are also compiled for AVX2 and AVX-512 (OL_ROW_KERNEL). The output
@@ -241,7 +243,8 @@ CostFn ElementCost(double flops_per_element) {
   };
 }
 
-// Kernels calling `loop(in..., out, n)` on the shard, a generic lambda over T = float/double.
+// Kernels calling `loop(in..., out, n)` on the shard, a generic lambda over T = float/double;
+// large shards in chunks of whole 16-element blocks over the rank's intra-op threads.
 template <typename Loop>
 KernelFn UnaryKernel(const std::string& op, Loop loop) {
   return [op, loop](const KernelContext& ctx) -> absl::Status {
@@ -249,7 +252,10 @@ KernelFn UnaryKernel(const std::string& op, Loop loop) {
     Tensor& y = *ctx.outputs[0];
     return ops::DispatchFloat(x.dtype(), op, [&](auto zero) {
       using T = decltype(zero);
-      loop(x.data<T>(), y.data<T>(), y.elem_count());
+      const T* px = x.data<T>();
+      T* py = y.data<T>();
+      ParallelFor(ctx.intra_op_pool, y.elem_count(), 1, [&](int64_t b, int64_t e) { loop(px + b, py + b, e - b); },
+                  kBlock);
       return absl::OkStatus();
     });
   };
@@ -262,7 +268,11 @@ KernelFn BinaryKernel(const std::string& op, Loop loop) {
     Tensor& y = *ctx.outputs[0];
     return ops::DispatchFloat(a.dtype(), op, [&](auto zero) {
       using T = decltype(zero);
-      loop(a.data<T>(), b.data<T>(), y.data<T>(), y.elem_count());
+      const T* pa = a.data<T>();
+      const T* pb = b.data<T>();
+      T* py = y.data<T>();
+      ParallelFor(ctx.intra_op_pool, y.elem_count(), 1,
+                  [&](int64_t s, int64_t e) { loop(pa + s, pb + s, py + s, e - s); }, kBlock);
       return absl::OkStatus();
     });
   };

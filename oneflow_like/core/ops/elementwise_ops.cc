@@ -22,7 +22,9 @@
 // merged, so same-shape inputs become one flat loop and [N,C] + [C] becomes N rows of C. The
 // innermost loop has specializations for stride (1,1), (1,0) and (0,1), written as fixed 8-wide
 // blocks on __restrict pointers so that GCC vectorizes them at -O2. The output may be the same
-// buffer as an input of the same shape (in-place), never a partial overlap.
+// buffer as an input of the same shape (in-place), never a partial overlap. A large output is
+// split over the rank's intra-op threads (by output rows, a single row by elements; the same
+// arithmetic per element, so results are bit-identical; core/intra_op_pool.h).
 #include <algorithm>
 #include <cstdint>
 #include <string>
@@ -154,21 +156,24 @@ void InnerLoop(Op op, const T* __restrict a, int64_t sa, const T* __restrict b, 
   }
 }
 
+// Rows [row_begin, row_end) of the nest (a row = its innermost axis) of y = op(a, b).
 template <typename T, typename Op>
-void BroadcastBinary(Op op, const Tensor& a, const Tensor& b, Tensor* y) {
-  if (y->elem_count() == 0) return;
-  const LoopNest nest = MakeLoopNest({a.shape(), b.shape()}, y->shape());
+void BroadcastRows(Op op, const LoopNest& nest, const T* pa, const T* pb, T* py, int64_t row_begin,
+                   int64_t row_end) {
   const int inner_axis = static_cast<int>(nest.dims.size()) - 1;
   const int64_t inner = nest.dims[inner_axis];
   const std::vector<int64_t>& as = nest.strides[0];
   const std::vector<int64_t>& bs = nest.strides[1];
-  const T* pa = a.data<T>();
-  const T* pb = b.data<T>();
-  T* py = y->data<T>();
   std::vector<int64_t> index(inner_axis, 0);
   int64_t ao = 0, bo = 0;
-  for (int64_t out = 0; out < y->elem_count(); out += inner) {
-    InnerLoop(op, pa + ao, as[inner_axis], pb + bo, bs[inner_axis], py + out, inner);
+  for (int64_t d = inner_axis - 1, rest = row_begin; d >= 0; --d) {  // the outer index of row_begin
+    index[d] = rest % nest.dims[d];
+    rest /= nest.dims[d];
+    ao += index[d] * as[d];
+    bo += index[d] * bs[d];
+  }
+  for (int64_t row = row_begin; row < row_end; ++row) {
+    InnerLoop(op, pa + ao, as[inner_axis], pb + bo, bs[inner_axis], py + row * inner, inner);
     for (int d = inner_axis - 1; d >= 0; --d) {  // odometer over the outer axes
       ao += as[d];
       bo += bs[d];
@@ -178,6 +183,27 @@ void BroadcastBinary(Op op, const Tensor& a, const Tensor& b, Tensor* y) {
       index[d] = 0;
     }
   }
+}
+
+// A large output is split over the intra-op threads: by rows, or a single row by elements.
+template <typename T, typename Op>
+void BroadcastBinary(Op op, const Tensor& a, const Tensor& b, Tensor* y, IntraOpPool* pool) {
+  if (y->elem_count() == 0) return;
+  const LoopNest nest = MakeLoopNest({a.shape(), b.shape()}, y->shape());
+  const int inner_axis = static_cast<int>(nest.dims.size()) - 1;
+  const int64_t inner = nest.dims[inner_axis];
+  const int64_t rows = y->elem_count() / inner;
+  const T* pa = a.data<T>();
+  const T* pb = b.data<T>();
+  T* py = y->data<T>();
+  if (rows == 1) {
+    const int64_t sa = nest.strides[0][inner_axis], sb = nest.strides[1][inner_axis];
+    ParallelFor(pool, inner, 1, [&](int64_t s, int64_t e) {
+      InnerLoop(op, pa + s * sa, sa, pb + s * sb, sb, py + s, e - s);
+    }, kBlock);
+    return;
+  }
+  ParallelFor(pool, rows, inner, [&](int64_t r0, int64_t r1) { BroadcastRows(op, nest, pa, pb, py, r0, r1); });
 }
 
 // ---- op definitions ----
@@ -232,7 +258,7 @@ template <typename Op>
 KernelFn BinaryKernel(const std::string& op, Op fn) {
   return [op, fn](const KernelContext& ctx) -> absl::Status {
     return ops::DispatchFloat(ctx.inputs[0]->dtype(), op, [&](auto zero) {
-      BroadcastBinary<decltype(zero)>(fn, *ctx.inputs[0], *ctx.inputs[1], ctx.outputs[0]);
+      BroadcastBinary<decltype(zero)>(fn, *ctx.inputs[0], *ctx.inputs[1], ctx.outputs[0], ctx.intra_op_pool);
       return absl::OkStatus();
     });
   };
@@ -376,12 +402,13 @@ absl::Status RegisterScalar(OpRegistry* registry, const std::string& name, bool 
       using T = decltype(zero);
       const T* x = ctx.inputs[0]->data<T>();
       T* y = ctx.outputs[0]->data<T>();
-      const int64_t n = ctx.outputs[0]->elem_count();
-      if (is_add) {
-        ScalarLoop(AddOp(), x, static_cast<T>(value), y, n);
-      } else {
-        ScalarLoop(MulOp(), x, static_cast<T>(value), y, n);
-      }
+      ParallelFor(ctx.intra_op_pool, ctx.outputs[0]->elem_count(), 1, [&](int64_t b, int64_t e) {
+        if (is_add) {
+          ScalarLoop(AddOp(), x + b, static_cast<T>(value), y + b, e - b);
+        } else {
+          ScalarLoop(MulOp(), x + b, static_cast<T>(value), y + b, e - b);
+        }
+      }, kBlock);
       return absl::OkStatus();
     });
   };
@@ -462,8 +489,20 @@ absl::Status RegisterBiasAdd(OpRegistry* registry) {
     const int axis = *NormalizeAxis(ctx.attrs.Int("axis"), x.shape().num_axes());
     return ops::DispatchFloat(x.dtype(), "bias_add", [&](auto zero) {
       using T = decltype(zero);
-      BiasAddLoop(x.data<T>(), ctx.inputs[1]->data<T>(), ctx.outputs[0]->data<T>(), x.shape().Count(0, axis),
-                  x.shape().dim(axis), x.shape().Count(axis + 1));
+      const int64_t outer = x.shape().Count(0, axis), channels = x.shape().dim(axis);
+      const int64_t inner = x.shape().Count(axis + 1);
+      const T* px = x.data<T>();
+      const T* pb = ctx.inputs[1]->data<T>();
+      T* py = ctx.outputs[0]->data<T>();
+      if (outer > 1) {  // split the outer rows
+        ParallelFor(ctx.intra_op_pool, outer, channels * inner, [&](int64_t o0, int64_t o1) {
+          BiasAddLoop(px + o0 * channels * inner, pb, py + o0 * channels * inner, o1 - o0, channels, inner);
+        });
+      } else {  // split the channels
+        ParallelFor(ctx.intra_op_pool, channels, inner, [&](int64_t c0, int64_t c1) {
+          BiasAddLoop(px + c0 * inner, pb + c0, py + c0 * inner, int64_t{1}, c1 - c0, inner);
+        });
+      }
       return absl::OkStatus();
     });
   };

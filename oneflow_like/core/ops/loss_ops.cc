@@ -17,7 +17,12 @@
 //   grad: logits:S(i), labels:S(i), dloss:B -> dlogits:S(i) for i < r; B, B, B -> B; and, as
 //         the gradient is linear in dloss, B, B, P -> P.
 // The class axis is never split (the softmax needs the whole row).
+//
+// Kernels: row loops (row_math.h), rows split over the rank's intra-op threads; the loss sums
+// the per-row values in row order afterwards, so results are bit-identical for any number of
+// threads (core/intra_op_pool.h).
 #include <cmath>
+#include <vector>
 
 #include "oneflow_like/core/ops/builtin_ops.h"
 #include "oneflow_like/core/ops/op_util.h"
@@ -37,24 +42,25 @@ bool IsIndex(DataType t) { return t == DataType::kInt32 || t == DataType::kInt64
 
 // ---- row loops (pure arithmetic; multiversioned by OL_ROW_KERNEL) ----
 
-// Sum over rows of (m - x[label]) + log(sum exp(x - m)). REQUIRES: labels in [0, classes).
+// row_loss[r] = (m - x[label]) + log(sum exp(x - m)) for rows [begin, end). REQUIRES: labels
+// in [0, classes).
 template <typename T, typename I>
-OL_ROW_KERNEL double CrossEntropySum(const T* logits, const I* labels, int64_t rows, int64_t classes) {
-  double total = 0;
-  for (int64_t r = 0; r < rows; ++r) {
+OL_ROW_KERNEL void CrossEntropyRows(const T* logits, const I* labels, int64_t begin, int64_t end, int64_t classes,
+                                    T* row_loss) {
+  for (int64_t r = begin; r < end; ++r) {
     const T* x = logits + r * classes;
     const T m = rm::Max(x, classes);
     const T s = rm::ExpShiftSum(x, m, classes);
-    total += static_cast<double>((m - x[labels[r]]) + std::log(s));
+    row_loss[r] = (m - x[labels[r]]) + std::log(s);
   }
-  return total;
 }
 
-// dlogits = (softmax(x) - onehot(label)) * scale. REQUIRES: labels in [0, classes).
+// dlogits = (softmax(x) - onehot(label)) * scale for rows [begin, end). REQUIRES: labels in
+// [0, classes).
 template <typename T, typename I>
-OL_ROW_KERNEL void CrossEntropyGradRows(const T* logits, const I* labels, T scale, T* dlogits, int64_t rows,
-                                        int64_t classes) {
-  for (int64_t r = 0; r < rows; ++r) {
+OL_ROW_KERNEL void CrossEntropyGradRows(const T* logits, const I* labels, T scale, T* dlogits, int64_t begin,
+                                        int64_t end, int64_t classes) {
+  for (int64_t r = begin; r < end; ++r) {
     const T* x = logits + r * classes;
     T* dx = dlogits + r * classes;
     const T m = rm::Max(x, classes);
@@ -123,7 +129,13 @@ absl::Status LossKernel(const KernelContext& ctx) {
     return ops::DispatchIndex(labels.dtype(), kLoss, [&](auto itag) -> absl::Status {
       using I = decltype(itag);
       RETURN_IF_ERROR(CheckLabels(kLoss, ctx.op_name, labels.data<I>(), rows, classes));
-      const double total = CrossEntropySum<T, I>(logits.data<T>(), labels.data<I>(), rows, classes);
+      // Rows in parallel, then their sum in row order (in double): the same for any threads.
+      std::vector<T> row_loss(static_cast<size_t>(rows));
+      ParallelFor(ctx.intra_op_pool, rows, classes, [&](int64_t b, int64_t e) {
+        CrossEntropyRows<T, I>(logits.data<T>(), labels.data<I>(), b, e, classes, row_loss.data());
+      });
+      double total = 0;
+      for (const T v : row_loss) total += static_cast<double>(v);
       loss.data<T>()[0] = static_cast<T>(n > 0 ? total / static_cast<double>(n) : 0.0);
       return absl::OkStatus();
     });
@@ -179,7 +191,9 @@ absl::Status LossGradKernel(const KernelContext& ctx) {
       using I = decltype(itag);
       RETURN_IF_ERROR(CheckLabels(kLossGrad, ctx.op_name, labels.data<I>(), rows, classes));
       const T scale = n > 0 ? dloss.data<T>()[0] / static_cast<T>(n) : T(0);
-      CrossEntropyGradRows<T, I>(logits.data<T>(), labels.data<I>(), scale, dlogits.data<T>(), rows, classes);
+      ParallelFor(ctx.intra_op_pool, rows, classes, [&](int64_t b, int64_t e) {
+        CrossEntropyGradRows<T, I>(logits.data<T>(), labels.data<I>(), scale, dlogits.data<T>(), b, e, classes);
+      });
       return absl::OkStatus();
     });
   });

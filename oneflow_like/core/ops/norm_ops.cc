@@ -17,6 +17,11 @@
 // but the last; all B -> all B. layer_norm_grad: dy, x, mean, inv_std:S(a), gamma:B ->
 // dx:S(a), dgamma:P, dbeta:P (each shard sums its rows); all B -> all B; and, as the
 // gradient is linear in dy, dy:P with the rest B -> dx:P, dgamma:P, dbeta:P.
+//
+// Kernels: row loops (row_math.h). On the rank's intra-op threads (core/intra_op_pool.h) a
+// large layer_norm splits its rows; layer_norm_grad runs its two outputs side by side: one
+// thread sums dgamma / dbeta over the rows in row order (as the one-pass serial kernel does),
+// the others compute dx by rows, so results are bit-identical.
 #include <algorithm>
 #include <cmath>
 
@@ -86,12 +91,12 @@ inline void NormalizeRow(const T* __restrict x, T shift, T c, T inv_std, const T
 
 // Rows are centred on their first entry: x - shift is exact for entries close to it, and the
 // small centred mean c keeps its digits, so a row like 1000 +- 0.01 normalizes accurately in
-// float32 (with mean = shift + c rounded only for the `mean` output).
+// float32 (with mean = shift + c rounded only for the `mean` output). Rows [begin, end).
 template <typename T>
 OL_ROW_KERNEL void LayerNormRows(const T* x, const T* gamma, const T* beta, T epsilon, T* y, T* mean, T* inv_std,
-                                 int64_t rows, int64_t d) {
+                                 int64_t begin, int64_t end, int64_t d) {
   const T inv_d = d > 0 ? T(1) / static_cast<T>(d) : T(0);
-  for (int64_t r = 0; r < rows; ++r) {
+  for (int64_t r = begin; r < end; ++r) {
     const T* xr = x + r * d;
     const T shift = d > 0 ? xr[0] : T(0);
     const T c = SumDiff(xr, shift, d) * inv_d;
@@ -159,6 +164,60 @@ OL_ROW_KERNEL void LayerNormGradRows(const T* dy, const T* x, const T* mean, con
     GradSums(dy + off, x + off, gamma, mean[r], inv_std[r], d, &sum_g, &sum_gx);
     GradRow(dy + off, x + off, gamma, mean[r], inv_std[r], sum_g * inv_d, sum_gx * inv_d, dx + off, dgamma, dbeta, d);
   }
+}
+
+// The same results in two passes that run side by side: dx for rows [begin, end) ...
+template <typename T>
+inline void GradDxRow(const T* __restrict dy, const T* __restrict x, const T* __restrict gamma, T mean, T inv_std,
+                      T a, T b, T* __restrict dx, int64_t n) {
+  int64_t i = 0;
+  for (; i + rm::kLanes <= n; i += rm::kLanes) {
+    for (int k = 0; k < rm::kLanes; ++k) {
+      const T xhat = (x[i + k] - mean) * inv_std;
+      dx[i + k] = inv_std * (dy[i + k] * gamma[i + k] - a - xhat * b);
+    }
+  }
+  for (; i < n; ++i) {
+    const T xhat = (x[i] - mean) * inv_std;
+    dx[i] = inv_std * (dy[i] * gamma[i] - a - xhat * b);
+  }
+}
+template <typename T>
+OL_ROW_KERNEL void LayerNormGradDxRows(const T* dy, const T* x, const T* mean, const T* inv_std, const T* gamma,
+                                       T* dx, int64_t begin, int64_t end, int64_t d) {
+  const T inv_d = d > 0 ? T(1) / static_cast<T>(d) : T(0);
+  for (int64_t r = begin; r < end; ++r) {
+    const int64_t off = r * d;
+    T sum_g, sum_gx;
+    GradSums(dy + off, x + off, gamma, mean[r], inv_std[r], d, &sum_g, &sum_gx);
+    GradDxRow(dy + off, x + off, gamma, mean[r], inv_std[r], sum_g * inv_d, sum_gx * inv_d, dx + off, d);
+  }
+}
+
+// ... and dgamma, dbeta, each column summed over the rows in row order as above.
+template <typename T>
+inline void GradParamRow(const T* __restrict dy, const T* __restrict x, T mean, T inv_std, T* __restrict dgamma,
+                         T* __restrict dbeta, int64_t n) {
+  int64_t i = 0;
+  for (; i + rm::kLanes <= n; i += rm::kLanes) {
+    for (int k = 0; k < rm::kLanes; ++k) {
+      const T xhat = (x[i + k] - mean) * inv_std;
+      dgamma[i + k] += dy[i + k] * xhat;
+      dbeta[i + k] += dy[i + k];
+    }
+  }
+  for (; i < n; ++i) {
+    const T xhat = (x[i] - mean) * inv_std;
+    dgamma[i] += dy[i] * xhat;
+    dbeta[i] += dy[i];
+  }
+}
+template <typename T>
+OL_ROW_KERNEL void LayerNormGradParams(const T* dy, const T* x, const T* mean, const T* inv_std, T* dgamma, T* dbeta,
+                                       int64_t rows, int64_t d) {
+  std::fill(dgamma, dgamma + d, T(0));
+  std::fill(dbeta, dbeta + d, T(0));
+  for (int64_t r = 0; r < rows; ++r) GradParamRow(dy + r * d, x + r * d, mean[r], inv_std[r], dgamma, dbeta, d);
 }
 
 // ---- op definitions ----
@@ -233,9 +292,11 @@ absl::Status LayerNormKernel(const KernelContext& ctx) {
   const int64_t rows = x.shape().Count(0, x.shape().num_axes() - 1);
   return ops::DispatchFloat(x.dtype(), kLayerNorm, [&](auto tag) {
     using T = decltype(tag);
-    LayerNormRows<T>(x.data<T>(), ctx.inputs[1]->data<T>(), ctx.inputs[2]->data<T>(),
-                     static_cast<T>(ctx.attrs.Float("epsilon")), ctx.outputs[0]->data<T>(), ctx.outputs[1]->data<T>(),
-                     ctx.outputs[2]->data<T>(), rows, d);
+    ParallelFor(ctx.intra_op_pool, rows, d, [&](int64_t b, int64_t e) {
+      LayerNormRows<T>(x.data<T>(), ctx.inputs[1]->data<T>(), ctx.inputs[2]->data<T>(),
+                       static_cast<T>(ctx.attrs.Float("epsilon")), ctx.outputs[0]->data<T>(),
+                       ctx.outputs[1]->data<T>(), ctx.outputs[2]->data<T>(), b, e, d);
+    });
     return absl::OkStatus();
   });
 }
@@ -256,9 +317,26 @@ absl::Status LayerNormGradKernel(const KernelContext& ctx) {
   const int64_t rows = xs.Count(0, xs.num_axes() - 1);
   return ops::DispatchFloat(in[1].dtype, kLayerNormGrad, [&](auto tag) {
     using T = decltype(tag);
-    LayerNormGradRows<T>(ctx.inputs[0]->data<T>(), ctx.inputs[1]->data<T>(), ctx.inputs[2]->data<T>(),
-                         ctx.inputs[3]->data<T>(), ctx.inputs[4]->data<T>(), ctx.outputs[0]->data<T>(),
-                         ctx.outputs[1]->data<T>(), ctx.outputs[2]->data<T>(), rows, d);
+    const T *dy = ctx.inputs[0]->data<T>(), *x = ctx.inputs[1]->data<T>(), *mean = ctx.inputs[2]->data<T>();
+    const T *inv_std = ctx.inputs[3]->data<T>(), *gamma = ctx.inputs[4]->data<T>();
+    T *dx = ctx.outputs[0]->data<T>(), *dgamma = ctx.outputs[1]->data<T>(), *dbeta = ctx.outputs[2]->data<T>();
+    IntraOpPool* pool = ctx.intra_op_pool;
+    if (!WorthSplitting(pool, rows, d)) {
+      LayerNormGradRows<T>(dy, x, mean, inv_std, gamma, dx, dgamma, dbeta, rows, d);  // one fused pass
+      return absl::OkStatus();
+    }
+    // Part 0: dgamma and dbeta (every column, rows in order); parts 1..: dx for a range of rows.
+    const int64_t dx_parts = pool->num_threads() - 1, per = (rows + dx_parts - 1) / dx_parts;
+    ParallelForChunks(pool, dx_parts + 1, 1, [&](int64_t p0, int64_t p1) {
+      for (int64_t p = p0; p < p1; ++p) {
+        if (p == 0) {
+          LayerNormGradParams<T>(dy, x, mean, inv_std, dgamma, dbeta, rows, d);
+        } else {
+          const int64_t b = (p - 1) * per, e = std::min(rows, p * per);
+          if (b < e) LayerNormGradDxRows<T>(dy, x, mean, inv_std, gamma, dx, b, e, d);
+        }
+      }
+    });
     return absl::OkStatus();
   });
 }

@@ -1,5 +1,6 @@
 // Small helpers shared by the op families in this folder: dtype dispatch, error messages that
-// name the op instance, shape utilities, a one-op gradient helper and a strided byte copy.
+// name the op instance, shape utilities, a one-op gradient helper and a strided byte copy (also
+// split over the rank's intra-op threads).
 // Header-only; no registration happens here.
 #ifndef ONEFLOW_LIKE_CORE_OPS_OP_UTIL_H_
 #define ONEFLOW_LIKE_CORE_OPS_OP_UTIL_H_
@@ -139,6 +140,31 @@ inline void CopyStrided(const std::vector<int64_t>& shape, int64_t elem_size, vo
                                               static_cast<const uint64_t*>(src), src_strides);
     default: LOG(FATAL) << "CopyStrided: unsupported element size " << elem_size;
   }
+}
+
+// CopyStrided over the rank's intra-op threads (null pool: inline): a large copy is split along
+// its outermost axis of size > 1, every element copied once.
+inline void CopyStridedParallel(IntraOpPool* pool, const std::vector<int64_t>& shape, int64_t elem_size, void* dst,
+                                const std::vector<int64_t>& dst_strides, const void* src,
+                                const std::vector<int64_t>& src_strides) {
+  size_t a = 0;
+  while (a < shape.size() && shape[a] == 1) ++a;
+  int64_t count = 1;
+  for (int64_t d : shape) count *= d;
+  if (a == shape.size() || count == 0) return CopyStrided(shape, elem_size, dst, dst_strides, src, src_strides);
+  ParallelFor(pool, shape[a], count / shape[a], [&](int64_t b, int64_t e) {
+    std::vector<int64_t> part = shape;
+    part[a] = e - b;
+    CopyStrided(part, elem_size, static_cast<char*>(dst) + b * dst_strides[a] * elem_size, dst_strides,
+                static_cast<const char*>(src) + b * src_strides[a] * elem_size, src_strides);
+  });
+}
+
+// memcpy over the rank's intra-op threads, in chunks of whole cache lines.
+inline void CopyBytesParallel(IntraOpPool* pool, void* dst, const void* src, int64_t bytes) {
+  ParallelFor(pool, bytes, 1, [&](int64_t b, int64_t e) {
+    std::memcpy(static_cast<char*>(dst) + b, static_cast<const char*>(src) + b, static_cast<size_t>(e - b));
+  }, 64);
 }
 
 }  // namespace ops

@@ -24,6 +24,8 @@
 // row_math.h) marked `#pragma GCC ivdep`: an output may alias its in-place input, which is fine
 // because element i is read before it is written and no other element is touched. The float32
 // Adam loop (sqrt and division per element) is also compiled for AVX2 / AVX-512 (OL_ROW_KERNEL).
+// A large parameter is split into contiguous chunks over the rank's intra-op threads (the same
+// per-element arithmetic: bit-identical; core/intra_op_pool.h).
 #include <algorithm>
 #include <cmath>
 
@@ -168,13 +170,14 @@ OpDef MakeSgd() {
       const T lr = static_cast<T>(ctx.attrs.Float("lr"));
       const T momentum = static_cast<T>(ctx.attrs.Float("momentum"));
       const T wd = static_cast<T>(ctx.attrs.Float("weight_decay"));
-      const int64_t n = ctx.inputs[0]->elem_count();
-      if (momentum == T(0)) {
-        SgdPlainLoop(param, grad, param_out, lr, wd, n);
-        if (buf_out != buf) std::fill(buf_out, buf_out + n, T(0));
-      } else {
-        SgdMomentumLoop(param, grad, buf, param_out, buf_out, lr, momentum, wd, n);
-      }
+      ParallelFor(ctx.intra_op_pool, ctx.inputs[0]->elem_count(), 1, [&](int64_t b, int64_t e) {
+        if (momentum == T(0)) {
+          SgdPlainLoop(param + b, grad + b, param_out + b, lr, wd, e - b);
+          if (buf_out != buf) std::fill(buf_out + b, buf_out + e, T(0));
+        } else {
+          SgdMomentumLoop(param + b, grad + b, buf + b, param_out + b, buf_out + b, lr, momentum, wd, e - b);
+        }
+      }, kBlock);
       return absl::OkStatus();
     });
   };
@@ -201,9 +204,13 @@ OpDef MakeSgdPlain() {
   def.cpu_kernel = [](const KernelContext& ctx) -> absl::Status {
     return ops::DispatchFloat(ctx.inputs[0]->dtype(), ctx.op_name, [&](auto t) {
       using T = decltype(t);
-      SgdPlainLoop(ctx.inputs[0]->data<T>(), ctx.inputs[1]->data<T>(), ctx.outputs[0]->data<T>(),
-                   static_cast<T>(ctx.attrs.Float("lr")), static_cast<T>(ctx.attrs.Float("weight_decay")),
-                   ctx.inputs[0]->elem_count());
+      const T* param = ctx.inputs[0]->data<T>();
+      const T* grad = ctx.inputs[1]->data<T>();
+      T* param_out = ctx.outputs[0]->data<T>();
+      const T lr = static_cast<T>(ctx.attrs.Float("lr")), wd = static_cast<T>(ctx.attrs.Float("weight_decay"));
+      ParallelFor(ctx.intra_op_pool, ctx.inputs[0]->elem_count(), 1, [&](int64_t b, int64_t e) {
+        SgdPlainLoop(param + b, grad + b, param_out + b, lr, wd, e - b);
+      }, kBlock);
       return absl::OkStatus();
     });
   };
@@ -267,7 +274,9 @@ OpDef MakeAdam() {
       c.vhat_scale = static_cast<T>(v_scale);
       c.param_scale = static_cast<T>(decoupled ? 1.0 - lr * wd : 1.0);
       c.grad_wd = static_cast<T>(decoupled ? 0.0 : wd);
-      AdamLoop(param, grad, m, v, param_out, m_out, v_out, c, ctx.inputs[0]->elem_count());
+      ParallelFor(ctx.intra_op_pool, ctx.inputs[0]->elem_count(), 1, [&](int64_t b, int64_t e) {
+        AdamLoop(param + b, grad + b, m + b, v + b, param_out + b, m_out + b, v_out + b, c, e - b);
+      }, kBlock);
       return absl::OkStatus();
     });
   };

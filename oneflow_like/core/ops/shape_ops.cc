@@ -1,6 +1,7 @@
 // Shape op family: reshape, transpose, slice, slice_grad, concat, split, identity. Kernels move
-// raw bytes (any dtype) with ops::CopyStrided; each runs on one shard and uses the PHYSICAL shapes
-// of its tensors plus the ShardInfo offsets where the logical attrs (begin/end) need them.
+// raw bytes (any dtype) with ops::CopyStrided, a large copy split over the rank's intra-op
+// threads; each runs on one shard and uses the PHYSICAL shapes of its tensors plus the
+// ShardInfo offsets where the logical attrs (begin/end) need them.
 //
 // SBP (1-D), examples:
 //   reshape [6,4] -> [2,3,4]:  y:S(2) <- x:S(1) (the split axis maps exactly: same dim, same
@@ -30,7 +31,9 @@ absl::Status CopyKernel(const KernelContext& ctx) {
   const Tensor& x = *ctx.inputs[0];
   Tensor* y = ctx.outputs[0];
   CHECK_EQ(x.byte_size(), y->byte_size()) << ctx.op_name;
-  if (x.byte_size() > 0 && x.raw_data() != y->raw_data()) std::memcpy(y->raw_data(), x.raw_data(), x.byte_size());
+  if (x.raw_data() != y->raw_data()) {
+    ops::CopyBytesParallel(ctx.intra_op_pool, y->raw_data(), x.raw_data(), x.byte_size());
+  }
   return absl::OkStatus();
 }
 
@@ -181,8 +184,8 @@ OpDef MakeTranspose() {
     const std::vector<int64_t> x_strides = x.shape().Strides();
     std::vector<int64_t> src_strides;
     for (int64_t p : perm) src_strides.push_back(x_strides[p]);
-    ops::CopyStrided(y->shape().dims(), SizeOf(x.dtype()), y->raw_data(), y->shape().Strides(), x.raw_data(),
-                     src_strides);
+    ops::CopyStridedParallel(ctx.intra_op_pool, y->shape().dims(), SizeOf(x.dtype()), y->raw_data(),
+                             y->shape().Strides(), x.raw_data(), src_strides);
     return absl::OkStatus();
   };
   return def;
@@ -278,7 +281,8 @@ OpDef MakeSlice() {
     if (y->elem_count() == 0) return absl::OkStatus();
     const int64_t esize = SizeOf(x.dtype());
     const char* src = static_cast<const char*>(x.raw_data()) + FlatOffset(x.shape(), start) * esize;
-    ops::CopyStrided(y->shape().dims(), esize, y->raw_data(), y->shape().Strides(), src, x.shape().Strides());
+    ops::CopyStridedParallel(ctx.intra_op_pool, y->shape().dims(), esize, y->raw_data(), y->shape().Strides(), src,
+                             x.shape().Strides());
     return absl::OkStatus();
   };
   return def;
@@ -325,7 +329,8 @@ OpDef MakeSliceGrad() {
     if (dy.elem_count() == 0) return absl::OkStatus();
     const int64_t esize = SizeOf(dy.dtype());
     char* dst = static_cast<char*>(dx->raw_data()) + FlatOffset(dx->shape(), start) * esize;
-    ops::CopyStrided(dy.shape().dims(), esize, dst, dx->shape().Strides(), dy.raw_data(), dy.shape().Strides());
+    ops::CopyStridedParallel(ctx.intra_op_pool, dy.shape().dims(), esize, dst, dx->shape().Strides(), dy.raw_data(),
+                             dy.shape().Strides());
     return absl::OkStatus();
   };
   return def;
@@ -402,7 +407,10 @@ OpDef MakeConcat() {
     int64_t pos = 0;
     for (const Tensor* x : ctx.inputs) {
       char* dst = static_cast<char*>(y->raw_data()) + pos * y_strides[axis] * esize;
-      if (x->elem_count() > 0) ops::CopyStrided(x->shape().dims(), esize, dst, y_strides, x->raw_data(), x->shape().Strides());
+      if (x->elem_count() > 0) {
+        ops::CopyStridedParallel(ctx.intra_op_pool, x->shape().dims(), esize, dst, y_strides, x->raw_data(),
+                                 x->shape().Strides());
+      }
       pos += x->shape()[axis];
     }
     return absl::OkStatus();
@@ -464,7 +472,10 @@ OpDef MakeSplit() {
     int64_t pos = 0;
     for (Tensor* y : ctx.outputs) {
       const char* src = static_cast<const char*>(x.raw_data()) + pos * x_strides[axis] * esize;
-      if (y->elem_count() > 0) ops::CopyStrided(y->shape().dims(), esize, y->raw_data(), y->shape().Strides(), src, x_strides);
+      if (y->elem_count() > 0) {
+        ops::CopyStridedParallel(ctx.intra_op_pool, y->shape().dims(), esize, y->raw_data(), y->shape().Strides(), src,
+                                 x_strides);
+      }
       pos += y->shape()[axis];
     }
     return absl::OkStatus();

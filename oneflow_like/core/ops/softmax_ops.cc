@@ -14,6 +14,9 @@
 // independent; with causal, splitting the query axis -2 is fine because the mask uses logical
 // indices; the key axis -1 is never split); B -> B. The gradients are linear in dy, so they
 // also take y:B, dy:P -> dx:P.
+//
+// Kernels: row loops (row_math.h); a large shard's rows are split over the rank's intra-op
+// threads, whole rows per thread, so results are bit-identical (core/intra_op_pool.h).
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -71,10 +74,11 @@ inline void LogSoftmaxRow(const T* __restrict x, T m, T log_s, T* __restrict y, 
   for (; i < n; ++i) y[i] = (x[i] - m) - log_s;
 }
 
+// Rows [begin, end).
 template <typename T>
-OL_ROW_KERNEL void SoftmaxRows(const T* x, T* y, Rows rows, bool log) {
+OL_ROW_KERNEL void SoftmaxRows(const T* x, T* y, Rows rows, int64_t begin, int64_t end, bool log) {
   const T masked = log ? -std::numeric_limits<T>::infinity() : T(0);
-  for (int64_t r = 0; r < rows.count; ++r) {
+  for (int64_t r = begin; r < end; ++r) {
     const T* xr = x + r * rows.cols;
     T* yr = y + r * rows.cols;
     const int64_t n = rows.Valid(r);
@@ -109,9 +113,10 @@ inline void LogSoftmaxGradRow(const T* __restrict y, const T* __restrict dy, T s
   for (; i < n; ++i) dx[i] = dy[i] - rm::Exp(y[i]) * s;
 }
 
+// Rows [begin, end).
 template <typename T>
-OL_ROW_KERNEL void SoftmaxGradRows(const T* y, const T* dy, T* dx, Rows rows, bool log) {
-  for (int64_t r = 0; r < rows.count; ++r) {
+OL_ROW_KERNEL void SoftmaxGradRows(const T* y, const T* dy, T* dx, Rows rows, int64_t begin, int64_t end, bool log) {
+  for (int64_t r = begin; r < end; ++r) {
     const int64_t off = r * rows.cols;
     const int64_t n = rows.Valid(r);
     if (log) {
@@ -194,7 +199,8 @@ OpDef MakeSoftmaxDef(const std::string& op, bool log) {
     const Rows rows = MakeRows(x.shape(), ctx.input_shards.empty() ? nullptr : &ctx.input_shards[0], causal);
     return ops::DispatchFloat(x.dtype(), op, [&](auto tag) {
       using T = decltype(tag);
-      SoftmaxRows<T>(x.data<T>(), y.data<T>(), rows, log);
+      ParallelFor(ctx.intra_op_pool, rows.count, rows.cols,
+                  [&](int64_t b, int64_t e) { SoftmaxRows<T>(x.data<T>(), y.data<T>(), rows, b, e, log); });
       return absl::OkStatus();
     });
   };
@@ -236,7 +242,9 @@ OpDef MakeSoftmaxGradDef(const std::string& op, bool log) {
     const Rows rows = MakeRows(y.shape(), ctx.input_shards.empty() ? nullptr : &ctx.input_shards[0], causal);
     return ops::DispatchFloat(y.dtype(), op, [&](auto tag) {
       using T = decltype(tag);
-      SoftmaxGradRows<T>(y.data<T>(), dy.data<T>(), dx.data<T>(), rows, log);
+      ParallelFor(ctx.intra_op_pool, rows.count, rows.cols, [&](int64_t b, int64_t e) {
+        SoftmaxGradRows<T>(y.data<T>(), dy.data<T>(), dx.data<T>(), rows, b, e, log);
+      });
       return absl::OkStatus();
     });
   };
