@@ -322,25 +322,34 @@ absl::Status CheckTasks(const PlanIndex& index) {
   return absl::OkStatus();
 }
 
+namespace {
+
+// The checks a whole plan and a per-rank plan share: tasks, registers, memory, stream order,
+// collective order (across ranks only for the whole plan) and geometry.
+absl::Status CheckStructure(const PlanProto& plan, const PlanIndex& index, const PlanVerifierOptions& options,
+                            bool across_ranks) {
+  if (plan.pieces_per_step() < 1) {
+    return PlanError(absl::StrCat("pieces_per_step is ", plan.pieces_per_step(), "; must be >= 1"));
+  }
+  RETURN_IF_ERROR(CheckTasks(index));
+  RETURN_IF_ERROR(CheckRegisters(index));
+  RETURN_IF_ERROR(CheckMemoryLayout(index, options));
+  const PlanStreams streams = GroupStreams(index);
+  RETURN_IF_ERROR(CheckStreamOrder(index, streams));
+  RETURN_IF_ERROR(CheckCollectiveOrder(streams, across_ranks));
+  return CheckCollectiveGeometry(index);
+}
+
+}  // namespace
+
 absl::Status VerifyPlan(const PlanProto& plan, const PlanVerifierOptions& options) {
   if (plan.has_per_rank()) {
     return PlanError(absl::StrCat("the plan of '", plan.job_name(), "' is rank ", plan.per_rank().rank(),
                                   "'s alone (per_rank); VerifyRankPlan checks it, the whole plan's checks need the "
                                   "whole plan (olplan verify)"));
   }
-  if (plan.pieces_per_step() < 1) {
-    return PlanError(absl::StrCat("pieces_per_step is ", plan.pieces_per_step(), "; must be >= 1"));
-  }
   ASSIGN_OR_RETURN(PlanIndex index, PlanIndex::Build(plan));
-  RETURN_IF_ERROR(CheckTasks(index));
-  RETURN_IF_ERROR(CheckRegisters(index));
-  RETURN_IF_ERROR(CheckMemoryLayout(index, options));
-  {
-    const PlanStreams streams = GroupStreams(index);
-    RETURN_IF_ERROR(CheckStreamOrder(index, streams));
-    RETURN_IF_ERROR(CheckCollectiveOrder(streams, /*across_ranks=*/true));
-  }
-  RETURN_IF_ERROR(CheckCollectiveGeometry(index));
+  RETURN_IF_ERROR(CheckStructure(plan, index, options, /*across_ranks=*/true));
   if (options.steps < 1) return absl::OkStatus();
   ASSIGN_OR_RETURN(PlanSimulation simulation,
                    SimulatePlan(index, options.steps, options.max_reported_tasks));
@@ -359,17 +368,8 @@ absl::Status VerifyRankPlan(const PlanProto& plan, const PlanVerifierOptions& op
     return PlanError(absl::StrCat("the per-rank plan of rank ", plan.per_rank().rank(), " lists ", plan.ranks_size(),
                                   " ranks; it holds its own rank's plan alone"));
   }
-  if (plan.pieces_per_step() < 1) {
-    return PlanError(absl::StrCat("pieces_per_step is ", plan.pieces_per_step(), "; must be >= 1"));
-  }
   ASSIGN_OR_RETURN(PlanIndex index, PlanIndex::Build(plan));
-  RETURN_IF_ERROR(CheckTasks(index));
-  RETURN_IF_ERROR(CheckRegisters(index));
-  RETURN_IF_ERROR(CheckMemoryLayout(index, options));
-  const PlanStreams streams = GroupStreams(index);
-  RETURN_IF_ERROR(CheckStreamOrder(index, streams));
-  RETURN_IF_ERROR(CheckCollectiveOrder(streams, /*across_ranks=*/false));
-  return CheckCollectiveGeometry(index);
+  return CheckStructure(plan, index, options, /*across_ranks=*/false);
 }
 
 }  // namespace compiler
