@@ -22,6 +22,7 @@
 #include "oneflow_like/train/checkpoint.h"
 #include "oneflow_like/train/checkpoint_format.h"
 #include "oneflow_like/train/checkpoint_reader.h"
+#include "oneflow_like/train/plan_agreement.h"
 
 namespace oneflow_like {
 namespace python {
@@ -36,7 +37,7 @@ std::string NdSbpText(const NdSbpProto& proto) {
 // All ranks in this process: an actor::Session over the loopback transport.
 class SessionRunner : public Runner {
  public:
-  explicit SessionRunner(const PlanProto& plan) : Runner(plan) {}
+  explicit SessionRunner(const CompiledPlan& plan) : Runner(plan) {}
 
   absl::Status Init(const OpRegistry* registry, int64_t watchdog_ms) {
     actor::SessionOptions options;
@@ -102,7 +103,7 @@ class SessionRunner : public Runner {
 // This process's rank of a multi-process job: one actor::Runtime over the job's transport.
 class RankRunner : public Runner {
  public:
-  RankRunner(const PlanProto& plan, Engine* engine) : Runner(plan), engine_(engine) {}
+  RankRunner(const CompiledPlan& plan, Engine* engine) : Runner(plan), engine_(engine) {}
   ~RankRunner() override {
     if (!closed_ && initialized_) (void)Close();
     if (runtime_ != nullptr) runtime_->Stop();
@@ -110,6 +111,7 @@ class RankRunner : public Runner {
 
   absl::Status Init() {
     train::DistributedContext* ctx = engine_->context();
+    RETURN_IF_ERROR(engine_->CheckSameJob(plan_));  // before any actor exists or data moves
     holds_rank_ = false;
     for (int32_t r : plan_.ranks()) holds_rank_ |= (r == ctx->rank());
     if (holds_rank_) {
@@ -236,7 +238,12 @@ class RankRunner : public Runner {
 
 }  // namespace
 
-Runner::Runner(const PlanProto& plan) : plan_(plan) {
+std::vector<int32_t> CompiledPlan::job_ranks() const {
+  if (layout != nullptr) return layout->ranks();
+  return std::vector<int32_t>(plan.ranks().begin(), plan.ranks().end());
+}
+
+Runner::Runner(const CompiledPlan& plan) : compiled_(plan), plan_(compiled_.plan) {
   for (const RankPlanProto& rank : plan_.rank_plans()) {
     for (const TensorBindingProto& binding : rank.bindings()) bindings_[{binding.tensor_name(), rank.rank()}] = binding;
   }
@@ -244,7 +251,11 @@ Runner::Runner(const PlanProto& plan) : plan_(plan) {
 
 const TensorBindingProto* Runner::Binding(const std::string& name, int32_t rank) const {
   auto it = bindings_.find({name, rank});
-  return it == bindings_.end() ? nullptr : &it->second;
+  if (it != bindings_.end()) return &it->second;
+  if (compiled_.layout == nullptr || rank == plan_.per_rank().rank()) return nullptr;  // lowered here: none
+  auto derived = derived_.find({name, rank});
+  if (derived == derived_.end()) derived = derived_.emplace(std::make_pair(name, rank), compiled_.layout->Binding(name, rank)).first;
+  return derived->second.has_value() ? &*derived->second : nullptr;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -292,10 +303,19 @@ absl::StatusOr<std::vector<TensorInfo>> Engine::Infer(const std::string& text) c
   return out;
 }
 
-absl::StatusOr<PlanProto> Engine::Compile(const CompileRequest& request) const {
+absl::StatusOr<CompiledPlan> Engine::Compile(const CompileRequest& request) const {
   ASSIGN_OR_RETURN(compiler::Graph graph, compiler::ParseGraph(request.text, registry_));
   compiler::CompileOptions options;
   options.world_size = request.world_size;
+  const bool per_rank = distributed_ && !request.whole_plan;
+  if (per_rank) {
+    if (request.world_size != 0 && request.world_size != world_size_) {
+      return absl::InvalidArgumentError(absl::StrCat("a plan for ", request.world_size, " ranks in a job of WORLD_SIZE=",
+                                                     world_size_, " (hint: ask for the whole plan, or run it locally)"));
+    }
+    options.world_size = world_size_;
+    options.only_rank = rank_;
+  }
   if (!request.gradients_of.empty() || request.gradients_only) {
     compiler::InferPass infer;
     RETURN_IF_ERROR(infer.Run(&graph).status());
@@ -315,7 +335,30 @@ absl::StatusOr<PlanProto> Engine::Compile(const CompileRequest& request) const {
     graph.mutable_config()->clear_optimizer();
     graph.mutable_config()->clear_loss();
   }
-  return compiler::Compile(std::move(graph), options);
+  ASSIGN_OR_RETURN(compiler::GlobalDecisions decisions, compiler::RunGlobalPasses(std::move(graph), options));
+  CompiledPlan out;
+  ASSIGN_OR_RETURN(out.plan, compiler::LowerDecisions(decisions, options));
+  if (per_rank) out.layout = std::make_shared<const JobLayout>(JobLayout::FromGraph(decisions.graph));
+  return out;
+}
+
+absl::Status Engine::CheckSameJob(const PlanProto& plan) {
+  if (!distributed_) return absl::OkStatus();
+  RETURN_IF_ERROR(EnsureJoined());
+  RETURN_IF_ERROR(context_->failure());
+  // As oltrain's preflight (DistributedContext::CheckPlan), under a key of this runner's own.
+  const std::string mine = train::PlanFingerprint(plan);
+  const std::string prefix = absl::StrCat("py/", ++sequence_, "/plan/");
+  RETURN_IF_ERROR(context_->control()->Set(absl::StrCat(prefix, rank_), mine));
+  absl::StatusOr<std::string> first = context_->control()->Get(absl::StrCat(prefix, 0), watchdog_ms_);
+  if (absl::IsDeadlineExceeded(first.status())) {  // else the job's failure, naming its rank
+    return absl::DeadlineExceededError(absl::StrCat("rank ", rank_, ": rank 0 published no plan to compare with (",
+                                                    first.status().message(), ")"));
+  }
+  RETURN_IF_ERROR(first.status());
+  absl::Status same = train::CompareWithRank0(mine, *first, rank_);
+  if (!same.ok()) context_->Abort(std::string(same.message()));  // the others stop naming this rank
+  return same;
 }
 
 absl::Status Engine::EnsureJoined() {
@@ -366,17 +409,21 @@ void Engine::Abort(const std::string& reason) {
   if (context_ != nullptr) context_->Abort(reason);
 }
 
-absl::StatusOr<std::unique_ptr<Runner>> Engine::NewRunner(const PlanProto& plan) {
+absl::StatusOr<std::unique_ptr<Runner>> Engine::NewRunner(const CompiledPlan& plan) {
   if (distributed_) {
     RETURN_IF_ERROR(EnsureJoined());
-    if (plan.world_size() > world_size_) {
-      return absl::InvalidArgumentError(absl::StrCat("the plan uses ranks up to ", plan.world_size() - 1,
+    if (plan.plan.world_size() > world_size_) {
+      return absl::InvalidArgumentError(absl::StrCat("the plan uses ranks up to ", plan.plan.world_size() - 1,
                                                      " but the job has WORLD_SIZE=", world_size_,
                                                      " (hint: a placement names a rank outside the world)"));
     }
     auto runner = std::make_unique<RankRunner>(plan, this);
     RETURN_IF_ERROR(runner->Init());
     return std::unique_ptr<Runner>(std::move(runner));
+  }
+  if (plan.per_rank()) {
+    return absl::InvalidArgumentError(absl::StrCat("a per-rank plan (rank ", plan.plan.per_rank().rank(),
+                                                   ") runs only under its job's launcher (olrun), one process per rank"));
   }
   auto runner = std::make_unique<SessionRunner>(plan);
   RETURN_IF_ERROR(runner->Init(&registry_, watchdog_ms_));

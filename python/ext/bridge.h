@@ -4,7 +4,7 @@
 //
 //   Engine engine;                                        // op registry; the job's processes
 //   ASSIGN_OR_RETURN(GraphInfo info, engine.Infer(text)); // shapes of a traced op (eager + nn.Graph)
-//   ASSIGN_OR_RETURN(PlanProto plan, engine.Compile(text, options));
+//   ASSIGN_OR_RETURN(CompiledPlan plan, engine.Compile(request));
 //   ASSIGN_OR_RETURN(std::unique_ptr<Runner> run, engine.NewRunner(plan));
 //   RETURN_IF_ERROR(run->FeedShard("x", /*rank=*/0, shard));   // per rank this process holds
 //   RETURN_IF_ERROR(run->RunStep());
@@ -16,7 +16,11 @@
 // (actor::Session over the loopback). Under olrun (WORLD_SIZE set) the Engine joins the job
 // (train::DistributedContext: rendezvous, TCP transport, heartbeats) on first use and each Runner
 // runs this process's rank only; every process must then create the same runners in the same
-// order (SPMD), as in OneFlow.
+// order (SPMD), as in OneFlow. There Compile lowers only this process's rank (compiler
+// CompileOptions::only_rank: time and memory flat in the world size) unless the request asks for
+// the whole plan, and NewRunner first checks that every process compiled the same job (the
+// per-rank plans' job agreement vs rank 0's, train/plan_agreement.h), refusing a mismatch naming
+// what differs and the rank before any actor exists or any data moves.
 // Thread-compatible: one Python thread (the GIL) drives an Engine.
 #ifndef ONEFLOW_LIKE_PYTHON_EXT_BRIDGE_H_
 #define ONEFLOW_LIKE_PYTHON_EXT_BRIDGE_H_
@@ -24,6 +28,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -34,6 +39,7 @@
 #include "oneflow_like/core/tensor.h"
 #include "oneflow_like/train/distributed.h"
 #include "python/ext/channel_transport.h"
+#include "python/ext/job_layout.h"
 
 namespace oneflow_like {
 namespace python {
@@ -55,6 +61,19 @@ struct CompileRequest {
   // outputs named "<variable>/grad" and the optimizer is dropped (nothing is updated).
   std::vector<std::string> gradients_of;
   bool gradients_only = false;
+  // Under a launcher: true compiles every rank's plan (graph.whole_plan(): olplan, summaries of
+  // every rank); false (default) only this process's rank. Ignored without a launcher (whole).
+  bool whole_plan = false;
+};
+
+// A compiled job: the plan a Runner runs and, for a per-rank plan, what Python reads of the
+// other ranks (where each holds the job's inputs, outputs and variables).
+struct CompiledPlan {
+  PlanProto plan;  // the whole plan, or this process's rank's (plan.has_per_rank())
+  std::shared_ptr<const JobLayout> layout;  // set with a per-rank plan only
+  bool per_rank() const { return plan.has_per_rank(); }
+  // The ranks with work in the job (the whole plan's `ranks`, whichever plan this holds).
+  std::vector<int32_t> job_ranks() const;
 };
 
 class Runner;
@@ -69,7 +88,7 @@ class Engine {
 
   // Parses and infers (placements, shapes, dtypes, pinned-SBP checks). Every tensor, in id order.
   absl::StatusOr<std::vector<TensorInfo>> Infer(const std::string& text) const;
-  absl::StatusOr<PlanProto> Compile(const CompileRequest& request) const;
+  absl::StatusOr<CompiledPlan> Compile(const CompileRequest& request) const;
 
   // Launcher environment (olrun / torchrun variables): rank, world size; 0 / 1 without one.
   bool distributed() const { return distributed_; }
@@ -87,8 +106,13 @@ class Engine {
   absl::Status Shutdown();
   // Tells every process this one fails (then the caller exits non-zero).
   void Abort(const std::string& reason);
+  // The same-job check NewRunner makes (no-op without a launcher).
+  absl::Status CheckSameJob(const PlanProto& plan);
 
-  absl::StatusOr<std::unique_ptr<Runner>> NewRunner(const PlanProto& plan);
+  // Under a launcher: every process compares its plan's fingerprint (a per-rank plan's job
+  // agreement, a whole plan's hash) with rank 0's first; FailedPrecondition naming what differs
+  // on the rank that differs (which aborts the job, so every other process stops naming it).
+  absl::StatusOr<std::unique_ptr<Runner>> NewRunner(const CompiledPlan& plan);
   train::DistributedContext* context() const { return context_.get(); }
   // A channel of the job's transport for one more Runtime (channel_transport.h).
   std::unique_ptr<comm::Transport> OpenChannel() { return hub_->Open(); }
@@ -128,14 +152,17 @@ class Runner {
   virtual absl::StatusOr<int64_t> Load(const std::string& dir) = 0;
   // End-of-data drain. Called by the destructor when not called before (errors dropped).
   virtual absl::Status Close() = 0;
-  const PlanProto& plan() const { return plan_; }
-  // The plan's binding of `name` on `rank`, or null.
+  const CompiledPlan& compiled() const { return compiled_; }
+  // The binding of `name` on `rank` (any rank of the job), or null: from the plan for the ranks
+  // it lowered, else (per-rank plan) derived from the job's layout (no slot, no initializer).
   const TensorBindingProto* Binding(const std::string& name, int32_t rank) const;
 
  protected:
-  explicit Runner(const PlanProto& plan);
-  PlanProto plan_;
+  explicit Runner(const CompiledPlan& plan);
+  CompiledPlan compiled_;
+  const PlanProto& plan_;  // compiled_.plan
   std::map<std::pair<std::string, int32_t>, TensorBindingProto> bindings_;
+  mutable std::map<std::pair<std::string, int32_t>, std::optional<TensorBindingProto>> derived_;
 };
 
 // Variables of a COMPLETE checkpoint (union over its ranks): name -> (logical shape, dtype name).

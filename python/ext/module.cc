@@ -101,30 +101,54 @@ py::dict BindingDict(const TensorBindingProto& b) {
 PYBIND11_MODULE(_C, m) {
   m.doc() = "oneflow_like C++ core: compiler, runtime, checkpoints (use `import oneflow_like as ol`)";
 
-  py::class_<PlanProto>(m, "Plan")
-      .def_property_readonly("hash", [](const PlanProto& p) { return p.content_hash(); })
-      .def_property_readonly("job_name", [](const PlanProto& p) { return p.job_name(); })
-      .def_property_readonly("world_size", [](const PlanProto& p) { return p.world_size(); })
-      .def_property_readonly("ranks", [](const PlanProto& p) { return std::vector<int32_t>(p.ranks().begin(), p.ranks().end()); })
-      .def_property_readonly("pieces_per_step", [](const PlanProto& p) { return std::max<int64_t>(1, p.pieces_per_step()); })
-      .def_property_readonly("num_tasks", [](const PlanProto& p) {
+  // A compiled plan: the whole plan, or (under olrun) this process's rank's, with the job's facts.
+  py::class_<CompiledPlan>(m, "Plan")
+      .def_property_readonly("hash", [](const CompiledPlan& p) { return p.plan.content_hash(); })
+      .def_property_readonly("job_name", [](const CompiledPlan& p) { return p.plan.job_name(); })
+      .def_property_readonly("world_size", [](const CompiledPlan& p) { return p.plan.world_size(); })
+      // The job's ranks with work (every rank's, also in a per-rank plan).
+      .def_property_readonly("ranks", &CompiledPlan::job_ranks)
+      .def_property_readonly("per_rank", &CompiledPlan::per_rank)
+      // The rank a per-rank plan lowered; -1 for the whole plan.
+      .def_property_readonly("rank", [](const CompiledPlan& p) { return p.per_rank() ? p.plan.per_rank().rank() : -1; })
+      // The ranks this plan lowered (all of `ranks` for the whole plan; {rank} or none per rank).
+      .def_property_readonly("lowered_ranks", [](const CompiledPlan& p) {
+        return std::vector<int32_t>(p.plan.ranks().begin(), p.plan.ranks().end());
+      })
+      // Job agreement of a per-rank plan (what the ranks compare), {} for the whole plan.
+      .def_property_readonly("agreement", [](const CompiledPlan& p) {
+        py::dict d;
+        if (!p.per_rank()) return d;
+        const JobAgreementProto& a = p.plan.per_rank().agreement();
+        d["digest"] = a.digest();
+        d["world_size"] = a.world_size();
+        d["ops"] = a.num_ops();
+        d["variables"] = a.num_variables();
+        d["parameters"] = a.num_parameters();
+        d["pieces_per_step"] = a.pieces_per_step();
+        d["stages"] = a.num_stages();
+        return d;
+      })
+      .def_property_readonly("pieces_per_step", [](const CompiledPlan& p) { return std::max<int64_t>(1, p.plan.pieces_per_step()); })
+      // Tasks and planned bytes of the lowered ranks.
+      .def_property_readonly("num_tasks", [](const CompiledPlan& p) {
         int64_t n = 0;
-        for (const RankPlanProto& r : p.rank_plans()) n += r.tasks_size();
+        for (const RankPlanProto& r : p.plan.rank_plans()) n += r.tasks_size();
         return n;
       })
-      .def_property_readonly("planned_bytes", [](const PlanProto& p) {
+      .def_property_readonly("planned_bytes", [](const CompiledPlan& p) {
         std::map<int32_t, int64_t> out;
-        for (const RankMemoryProto& r : p.memory()) out[r.rank()] = r.planned_bytes();
+        for (const RankMemoryProto& r : p.plan.memory()) out[r.rank()] = r.planned_bytes();
         return out;
       })
-      .def("sbp_decisions", [](const PlanProto& p) { return DescribeSbp(p); })
-      .def("serialize", [](const PlanProto& p) { return py::bytes(p.SerializeAsString()); })
-      .def("debug_string", [](const PlanProto& p) { return p.DebugString(); });
+      .def("sbp_decisions", [](const CompiledPlan& p) { return DescribeSbp(p.plan); })
+      .def("serialize", [](const CompiledPlan& p) { return py::bytes(p.plan.SerializeAsString()); })
+      .def("debug_string", [](const CompiledPlan& p) { return p.plan.DebugString(); });
 
   py::class_<Runner>(m, "Runner")
       .def_property_readonly("local_ranks", &Runner::local_ranks)
       .def_property_readonly("pieces_per_step", &Runner::pieces_per_step)
-      .def_property_readonly("plan", [](const Runner& r) -> const PlanProto& { return r.plan(); },
+      .def_property_readonly("plan", [](const Runner& r) -> const CompiledPlan& { return r.compiled(); },
                              py::return_value_policy::reference_internal)
       .def("holds", &Runner::Holds)
       .def("binding", [](const Runner& r, const std::string& name, int32_t rank) -> py::object {
@@ -186,8 +210,9 @@ PYBIND11_MODULE(_C, m) {
         return out;
       })
       .def("compile", [](const Engine& e, const std::string& text, int32_t world_size,
-                         const std::vector<std::string>& gradients_of, bool gradients_only) {
+                         const std::vector<std::string>& gradients_of, bool gradients_only, bool whole_plan) {
         CompileRequest request;
+        request.whole_plan = whole_plan;
         request.text = text;
         request.world_size = world_size;
         request.gradients_of = gradients_of;
@@ -195,7 +220,7 @@ PYBIND11_MODULE(_C, m) {
         py::gil_scoped_release release;
         return Take(e.Compile(request));
       }, py::arg("text"), py::arg("world_size") = 0, py::arg("gradients_of") = std::vector<std::string>{},
-         py::arg("gradients_only") = false)
+         py::arg("gradients_only") = false, py::arg("whole_plan") = false)
       .def_property_readonly("distributed", &Engine::distributed)
       .def_property_readonly("rank", &Engine::rank)
       .def_property_readonly("world_size", &Engine::world_size)
@@ -224,7 +249,7 @@ PYBIND11_MODULE(_C, m) {
         Check(e.Shutdown());
       })
       .def("abort", &Engine::Abort)
-      .def("new_runner", [](Engine& e, const PlanProto& plan) {
+      .def("new_runner", [](Engine& e, const CompiledPlan& plan) {
         std::unique_ptr<Runner> r;
         {
           py::gil_scoped_release release;

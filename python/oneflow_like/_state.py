@@ -35,9 +35,11 @@ class _State:
         if entry is not None:
             self.plans.move_to_end(key)
             return entry
-        plan = self.engine.compile(text, world_size=world_size, gradients_of=list(gradients_of),
-                                   gradients_only=bool(gradients_of))
+        # The engine that runs a plan compiles it: under olrun the job's engine lowers only this
+        # process's rank; the local engine lowers every rank of a local tensor's plan.
         engine = self.local() if local else self.engine
+        plan = engine.compile(text, world_size=world_size, gradients_of=list(gradients_of),
+                              gradients_only=bool(gradients_of))
         runner = engine.new_runner(plan)
         runner_meta[id(runner)] = {}
         self.plans[key] = runner

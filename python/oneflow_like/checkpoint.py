@@ -101,6 +101,5 @@ def _runner_for(tensors, local):
                      f"dtype={_job.dtype_name(t._dtype)}, frozen=true) {where}")
     text = "\n".join(lines) + "\n"
     world = 1 if local else (STATE.engine.world_size if STATE.engine.distributed else 0)
-    plan = STATE.engine.compile(text, world_size=world)
     engine = STATE.local() if local else STATE.engine
-    return engine.new_runner(plan)
+    return engine.new_runner(engine.compile(text, world_size=world))

@@ -95,16 +95,32 @@ class Graph:
 
     @property
     def plan(self):
-        """The compiled plan (after the first call): hash, ranks, pieces, planned memory, SBP decisions."""
+        """The compiled plan (after the first call): hash, ranks, pieces, planned memory, SBP decisions.
+        Under olrun each process compiles only its own rank (plan.per_rank, plan.rank; num_tasks and
+        planned_bytes are that rank's; plan.ranks and the bindings still cover the whole job);
+        graph.whole_plan() compiles every rank's plan on request."""
         if self._runner is None:
             raise RuntimeError("the graph is compiled by its first call")
         return self._runner.plan
 
-    def save_plan(self, path):
+    def whole_plan(self):
+        """Every rank's plan of the traced job (compiled now, not run): what one process holds
+        without olrun. Under olrun the graph runs a per-rank plan; this is for olplan and for
+        summaries of every rank (each process compiles the whole job: costs time at large scale)."""
+        if self._runner is None:
+            raise RuntimeError("the graph is compiled by its first call")
+        if not self._runner.plan.per_rank:
+            return self._runner.plan
+        return STATE.engine.compile(self._job_text, world_size=STATE.engine.world_size, whole_plan=True)
+
+    def save_plan(self, path, whole=False):
         """Writes the compiled plan for olplan: `tools/olplan summary --plan PATH` (memory, sbp,
-        boxing, simulate, html, diff: tools/plan/README.md)."""
+        boxing, simulate, html, diff: tools/plan/README.md). Under olrun that is this process's
+        rank's plan (`olplan verify` checks what a rank can alone); whole=True writes the whole
+        plan (graph.whole_plan())."""
+        plan = self.whole_plan() if whole else self.plan
         with open(path, "wb") as f:
-            f.write(self.plan.serialize())
+            f.write(plan.serialize())
         return path
 
     @property
@@ -319,9 +335,14 @@ class Graph:
             if " = " in line and "placement=" in line:
                 lhs = line.split(" = ", 1)[0].split(",")[0].strip().strip('"')
                 placements[lhs] = line.split("placement=", 1)[1].split(" ")[0]
-        rows = [f"  plan {plan.hash}: {len(plan.ranks)} ranks, {plan.num_tasks} tasks, "
-                f"{plan.pieces_per_step} pieces per step, planned memory per rank "
-                f"{max(plan.planned_bytes.values()) / 2**20:.2f} MiB"]
+        planned = max(plan.planned_bytes.values(), default=0) / 2**20
+        if plan.per_rank:  # under olrun: this process compiled its own rank only
+            rows = [f"  plan of rank {plan.rank} (compiled per rank, job {plan.agreement['digest']}): "
+                    f"{len(plan.ranks)} ranks, {plan.num_tasks} tasks on this rank, {plan.pieces_per_step} pieces "
+                    f"per step, planned memory of this rank {planned:.2f} MiB"]
+        else:
+            rows = [f"  plan {plan.hash}: {len(plan.ranks)} ranks, {plan.num_tasks} tasks, "
+                    f"{plan.pieces_per_step} pieces per step, planned memory per rank {planned:.2f} MiB"]
         hidden = 0
         for line in plan.sbp_decisions().splitlines():
             op_name = line.split(": ", 1)[0]
