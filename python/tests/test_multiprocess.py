@@ -1,9 +1,13 @@
 """Python scripts under olrun (one process per rank over TCP): the same losses as one process,
-SBP transitions across processes, and a failing rank ends the job naming it."""
+each process compiling only its own rank's plan (issue 16), SBP transitions across processes, a
+rank given another job is refused naming what differs, and a failing rank ends the job naming it."""
+import json
 import os
+import re
 import socket
 import subprocess
 import sys
+import time
 
 import numpy as np
 
@@ -15,12 +19,12 @@ sys.path.insert(0, os.path.join(ROOT, "examples"))
 import train_gpt  # noqa: E402
 
 
-def olrun(args, nproc=4, timeout=240):
+def olrun(args, nproc=4, timeout=240, env_extra=None):
     s = socket.socket()
     s.bind(("127.0.0.1", 0))
     port = s.getsockname()[1]
     s.close()
-    env = dict(os.environ, PYTHONPATH=PYPATH, OL_WATCHDOG_MS="30000")
+    env = dict(os.environ, PYTHONPATH=PYPATH, OL_WATCHDOG_MS="30000", **(env_extra or {}))
     for k in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT"):
         env.pop(k, None)
     cmd = [sys.executable, os.path.join(ROOT, "tools/olrun"), "--nproc-per-node", str(nproc), "--master-addr",
@@ -38,6 +42,7 @@ def test_train_gpt_2d_and_pipeline_match_one_process(tmp_path):
         out, ckpt = str(tmp_path / "losses.txt"), str(tmp_path / f"multi{i}")
         r = olrun([os.path.join(ROOT, "examples/train_gpt.py")] + SMALL + layout + ["--losses-out", out, "--save", ckpt])
         assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+        assert "plan of rank 0 (compiled per rank" in r.stdout, r.stdout[-3000:]  # rank 0 printed its graph
         losses = [float(v) for v in open(out).read().split()]
         np.testing.assert_allclose(losses, expected, rtol=1e-5, atol=1e-6, err_msg=" ".join(layout))
         # every process saved its shards; the checkpoint holds the one-process run's weights
@@ -45,6 +50,53 @@ def test_train_gpt_2d_and_pipeline_match_one_process(tmp_path):
         for name in ("model.wte.weight", "model.blocks.0.qkv.weight", "model.lm_head.weight"):
             np.testing.assert_allclose(saved[name].numpy(), reference[name].numpy(), rtol=1e-4, atol=1e-6,
                                        err_msg=f"{name} {' '.join(layout)}")
+
+
+PIPELINE_MLP = os.path.join(os.path.dirname(os.path.abspath(__file__)), "pipeline_mlp.py")
+
+
+def facts(output):
+    return {f["rank"]: f for f in (json.loads(line.split("FACTS ", 1)[1]) for line in output.splitlines()
+                                   if "FACTS {" in line)}
+
+
+def test_each_process_compiles_only_its_rank_and_trains_as_one_process():
+    env = dict(os.environ, PYTHONPATH=PYPATH)
+    for k in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT"):
+        env.pop(k, None)
+    one = subprocess.run([sys.executable, PIPELINE_MLP], env=env, capture_output=True, text=True, timeout=120)
+    assert one.returncode == 0, one.stdout[-3000:] + one.stderr[-3000:]
+    single = facts(one.stdout)[0]
+    assert not single["per_rank"] and single["plan_rank"] == -1 and single["lowered"] == [0, 1]
+    r = olrun([PIPELINE_MLP], nproc=2, timeout=120)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    ranks = facts(r.stdout)
+    assert sorted(ranks) == [0, 1]
+    for rank, f in ranks.items():
+        # the plan this process runs is its own rank's; the whole job's facts stay available
+        assert f["per_rank"] and f["plan_rank"] == rank and f["lowered"] == [rank], f
+        assert f["ranks"] == [0, 1] and list(f["planned"]) == [str(rank)]
+        assert f["planned"][str(rank)] == single["planned"][str(rank)]  # the same memory plan as the whole plan's
+        assert not f["whole_per_rank"] and f["whole_lowered"] == [0, 1] and f["whole_tasks"] == single["tasks"]
+        assert f["agreement"] == ranks[0]["agreement"] and f["agreement"]["pieces_per_step"] == 2
+        # rank 0 holds no shard of the loss (stage 1): it reads it through rank 1's binding
+        np.testing.assert_allclose(f["losses"], single["losses"], rtol=1e-6, atol=1e-7)
+        np.testing.assert_allclose(f["fc1"], single["fc1"], rtol=1e-6, atol=1e-7)
+        np.testing.assert_allclose(f["fc2"], single["fc2"], rtol=1e-6, atol=1e-7)
+    assert ranks[0]["tasks"] + ranks[1]["tasks"] == single["tasks"]  # the rank plans add up to the whole plan
+    assert "plan of rank 0 (compiled per rank" in r.stdout
+
+
+def test_a_rank_given_another_job_is_refused_naming_what_differs():
+    start = time.time()
+    r = olrun([PIPELINE_MLP], nproc=2, timeout=120, env_extra={"PIPELINE_MLP_RANK1_MICRO": "4"})
+    out = r.stdout + r.stderr
+    assert r.returncode != 0, out[-3000:]
+    assert time.time() - start < 25, "refused at once, not by the 30 s watchdog"
+    assert "FACTS" not in out  # no step ran
+    assert "ValueError: rank 1 compiled another job than rank 0: pieces_per_step 4 vs 2" in out, out[-3000:]
+    # rank 0 stops too, naming rank 1 and the difference
+    assert re.search(r"\[rank 0\].*rank 1 .*aborted the job.*pieces_per_step 4 vs 2", out), out[-3000:]
 
 
 def test_global_tensor_tour_under_olrun():
