@@ -1,6 +1,7 @@
 #include "oneflow_like/compiler/boxing/boxing.h"
 
 #include <algorithm>
+#include <limits>
 #include <numeric>
 #include <optional>
 #include <utility>
@@ -73,6 +74,7 @@ std::vector<int32_t> EmitStages(const BoxingRequest& r, const std::vector<Stage>
     } else {
       values = internal::EmitDirect(from, values, to, config, sink);
     }
+    if (sink->gave_up()) break;
     cur = stages[i].to;
   }
   return values;
@@ -84,10 +86,17 @@ std::vector<int32_t> SourceIds(const BoxingRequest& r) {
   return ids;
 }
 
-BoxingCostSummary CostOf(const BoxingRequest& r, const std::vector<Stage>& stages, const CostConfig& config) {
+// The cost of a schedule; with `give_up_above`, nullopt as soon as it is known to cost more
+// (which saves costing the O(n^2) direct schedule of a large group to the end when a ring or a
+// staged schedule is far cheaper).
+std::optional<BoxingCostSummary> CostOf(const BoxingRequest& r, const std::vector<Stage>& stages,
+                                        const CostConfig& config,
+                                        double give_up_above = std::numeric_limits<double>::infinity()) {
   BoxingCostAccumulator acc(&config);
+  acc.set_give_up_above(give_up_above);
   StepSink sink(nullptr, &acc, SizeOf(r.desc.dtype), static_cast<int32_t>(r.src_placement.num_devices()));
   EmitStages(r, stages, config, SourceIds(r), &sink);
+  if (acc.gave_up()) return std::nullopt;
   return acc.Finish();
 }
 
@@ -129,9 +138,11 @@ std::vector<Schedule> StagedCandidates(const BoxingRequest& r, const CostConfig&
       sub.src_sbp = from;
       sub.dst_sbp = to;
       Stage stage{to, false};
-      if (RingAppliesTo(r, from, to) &&
-          CostOf(sub, {Stage{to, true}}, config).seconds < CostOf(sub, {stage}, config).seconds) {
-        stage.ring = true;
+      if (RingAppliesTo(r, from, to)) {
+        // Ring iff strictly cheaper than direct: direct is given up on once dearer than the ring.
+        const double ring = CostOf(sub, {Stage{to, true}}, config)->seconds;
+        const std::optional<BoxingCostSummary> direct = CostOf(sub, {stage}, config, ring);
+        stage.ring = !direct.has_value() || ring < direct->seconds;
       }
       parts.push_back(absl::StrCat("axis ", axis, ": ", stage.ring ? "ring" : "direct"));
       s.stages.push_back(stage);
@@ -139,25 +150,25 @@ std::vector<Schedule> StagedCandidates(const BoxingRequest& r, const CostConfig&
     }
     if (!valid) continue;
     s.detail = absl::StrCat("staged[", absl::StrJoin(parts, ", "), "]");
-    s.cost = CostOf(r, s.stages, config);
+    s.cost = *CostOf(r, s.stages, config);
     out.push_back(std::move(s));
   }
   return out;
 }
 
-absl::StatusOr<Schedule> ChooseSchedule(const BoxingRequest& r, const BoxingOptions& options) {
+// The cheapest candidate schedule (the first of the cheapest: direct, ring, staged orders). Direct
+// is costed last, given up on once dearer than the best other; `need_cost` false (Expand): a lone
+// candidate is not costed at all.
+absl::StatusOr<Schedule> ChooseSchedule(const BoxingRequest& r, const BoxingOptions& options, bool need_cost = true) {
   const CostConfig& config = options.cost;
   std::vector<Schedule> candidates;
   const SchedulePolicy policy = options.policy;
-  if (policy == SchedulePolicy::kAuto || policy == SchedulePolicy::kDirect) {
-    Schedule direct{BoxingSchedule::kDirect, {Stage{r.dst_sbp, false}}, "direct", {}};
-    direct.cost = CostOf(r, direct.stages, config);
-    candidates.push_back(std::move(direct));
-  }
+  const bool with_direct = policy == SchedulePolicy::kAuto || policy == SchedulePolicy::kDirect;
+  if (with_direct) candidates.push_back(Schedule{BoxingSchedule::kDirect, {Stage{r.dst_sbp, false}}, "direct", {}});
   if (policy == SchedulePolicy::kAuto || policy == SchedulePolicy::kRing) {
     if (RingAppliesTo(r, r.src_sbp, r.dst_sbp)) {
       Schedule ring{BoxingSchedule::kRing, {Stage{r.dst_sbp, true}}, "ring", {}};
-      ring.cost = CostOf(r, ring.stages, config);
+      ring.cost = *CostOf(r, ring.stages, config);
       candidates.push_back(std::move(ring));
     } else if (policy == SchedulePolicy::kRing) {
       return absl::InvalidArgumentError(absl::StrCat(
@@ -174,8 +185,20 @@ absl::StatusOr<Schedule> ChooseSchedule(const BoxingRequest& r, const BoxingOpti
     }
     for (Schedule& s : staged) candidates.push_back(std::move(s));
   }
-  size_t best = 0;
-  for (size_t i = 1; i < candidates.size(); ++i) {
+  if (candidates.size() == 1 && !need_cost) return std::move(candidates[0]);
+  size_t first = 0;
+  if (with_direct) {  // candidate 0: it wins ties, so it loses only when strictly dearer
+    double best_other = std::numeric_limits<double>::infinity();
+    for (size_t i = 1; i < candidates.size(); ++i) best_other = std::min(best_other, candidates[i].cost.seconds);
+    std::optional<BoxingCostSummary> direct = CostOf(r, candidates[0].stages, config, best_other);
+    if (direct.has_value()) {
+      candidates[0].cost = *direct;
+    } else {
+      first = 1;
+    }
+  }
+  size_t best = first;
+  for (size_t i = first + 1; i < candidates.size(); ++i) {
     if (candidates[i].cost.seconds < candidates[best].cost.seconds) best = i;
   }
   return std::move(candidates[best]);
@@ -236,11 +259,11 @@ absl::StatusOr<BoxingPlan> PointToPointExpander::Expand(const BoxingRequest& req
   RETURN_IF_ERROR(ValidateBoxingRequest(request));
   BoxingPlan plan = NewPlan(request);
   if (plan.kind == BoxingKind::kIdentity) return plan;
-  ASSIGN_OR_RETURN(Schedule schedule, ChooseSchedule(request, options_));
+  ASSIGN_OR_RETURN(Schedule schedule, ChooseSchedule(request, options_, /*need_cost=*/false));
   plan.schedule = schedule.kind;
   plan.schedule_detail = schedule.detail;
-  // The costing pass counted the steps: reserve, so 10^5..10^6-step plans (512 ranks) are
-  // built without reallocation.
+  // A costing pass counted the steps: reserve, so 10^5..10^6-step plans (512 ranks) are built
+  // without reallocation. (A lone candidate was not costed: the vectors grow.)
   const int64_t num_steps = schedule.cost.num_transfers + schedule.cost.num_local_steps;
   plan.steps.reserve(num_steps);
   plan.values.reserve(plan.values.size() + num_steps);

@@ -37,14 +37,17 @@ void BoxingCostAccumulator::Transfer(Rank src, Rank dst, int64_t bytes, int64_t 
   RankState& s = At(src);
   s.send_seconds += seconds;
   s.bytes_sent += total;
+  Check(s);
   RankState& d = At(dst);
   d.recv_seconds += seconds;
   d.bytes_received += total;
+  Check(d);
   totals_.bytes_by_link[static_cast<int>(link)] += total;
   totals_.num_transfers += count;
   if (link == LinkClass::kCrossNode) {
-    nic_bytes_[NodeOf(src, *config_)].first += total;
-    nic_bytes_[NodeOf(dst, *config_)].second += total;
+    const int64_t out = nic_bytes_[NodeOf(src, *config_)].first += total;
+    const int64_t in = nic_bytes_[NodeOf(dst, *config_)].second += total;
+    if (std::max(out, in) * config_->cross_node.beta_seconds_per_byte > give_up_above_) gave_up_ = true;
   }
 }
 
@@ -57,7 +60,9 @@ void BoxingCostAccumulator::Local(StepKind kind, Rank rank, int64_t bytes, int n
     case StepKind::kZeros: traffic = static_cast<double>(bytes); break;
     default: LOG(FATAL) << "not a local step: " << StepKindName(kind);
   }
-  At(rank).local_seconds += config_->task_overhead_seconds + LocalCopySeconds(traffic, *config_);
+  RankState& s = At(rank);
+  s.local_seconds += config_->task_overhead_seconds + LocalCopySeconds(traffic, *config_);
+  Check(s);
   ++totals_.num_local_steps;
 }
 

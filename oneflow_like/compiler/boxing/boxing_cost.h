@@ -21,7 +21,9 @@
 #define ONEFLOW_LIKE_COMPILER_BOXING_BOXING_COST_H_
 
 #include <array>
+#include <algorithm>
 #include <cstdint>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -61,6 +63,12 @@ class BoxingCostAccumulator {
 
   BoxingCostSummary Finish() const;
 
+  // Giving up (to compare schedules without costing the hopeless ones to the end): once the
+  // partial cost so far exceeds `seconds`, gave_up() turns true. The cost only grows as steps are
+  // added, so a plan given up on costs more than `seconds` in full. Infinity (the default): never.
+  void set_give_up_above(double seconds) { give_up_above_ = seconds; }
+  bool gave_up() const { return gave_up_; }
+
  private:
   struct RankState {
     double send_seconds = 0;
@@ -71,11 +79,17 @@ class BoxingCostAccumulator {
     bool used = false;
   };
   RankState& At(Rank rank);
+  // After `s` grew: gives up if its time (as Finish computes it) exceeds the bound.
+  void Check(const RankState& s) {
+    if (std::max(s.send_seconds, s.recv_seconds) + s.local_seconds > give_up_above_) gave_up_ = true;
+  }
 
   const CostConfig* config_;
   std::vector<RankState> ranks_;  // indexed by rank value
   absl::flat_hash_map<int32_t, std::pair<int64_t, int64_t>> nic_bytes_;  // node -> (out, in)
   BoxingCostSummary totals_;
+  double give_up_above_ = std::numeric_limits<double>::infinity();
+  bool gave_up_ = false;
 };
 
 // The cost of `plan` under `config` (replays its steps through a BoxingCostAccumulator).

@@ -71,6 +71,7 @@ class DirectPlanner {
   std::vector<int32_t> Run() {
     std::vector<int32_t> out(dst_.num_devices(), -1);
     for (int64_t d = 0; d < dst_.num_devices(); ++d) {
+      if (sink_->gave_up()) break;  // a hopeless candidate schedule (boxing.cc, ChooseSchedule)
       d_device_ = dst_.device(d);
       d_coords_ = dst_.coords(d);
       d_box_ = dst_.box(d);

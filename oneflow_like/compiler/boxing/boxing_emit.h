@@ -66,6 +66,10 @@ class StepSink {
   int32_t Collective(CollectiveKind kind, const std::vector<DeviceRef>& group, ValueIds inputs,
                      const std::vector<Region>& out_regions, int64_t group_elems);
 
+  // Costing only, and the accumulator gave up (BoxingCostAccumulator::set_give_up_above): the
+  // emitters may stop early; what they return is then meaningless.
+  bool gave_up() const { return plan_ == nullptr && cost_ != nullptr && cost_->gave_up(); }
+
  private:
   int32_t NewValue(DeviceRef device, const Region& region);
   int32_t Local(StepKind kind, DeviceRef device, ValueIds inputs, const Region& region);
