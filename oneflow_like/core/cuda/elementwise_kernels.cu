@@ -16,9 +16,8 @@ namespace cuda {
 namespace {
 
 using internal::GridFor;
+using internal::kMaxDims;
 using internal::kThreads;
-
-constexpr int kMaxDims = 8;
 
 // The coalesced loop nest of a broadcast: output dims and per-operand strides (row-major).
 struct Nest {

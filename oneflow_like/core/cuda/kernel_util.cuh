@@ -24,6 +24,12 @@ inline unsigned GridFor(int64_t n, int threads = kThreads) {
   return static_cast<unsigned>(blocks);
 }
 
+// Blocks for a kernel with one block per row (grid-stride over rows beyond kMaxBlocks).
+inline unsigned RowBlocks(int64_t rows) { return static_cast<unsigned>(rows < kMaxBlocks ? rows : kMaxBlocks); }
+
+// Most axes a kernel's index space keeps after merging (broadcasts, reductions).
+constexpr int kMaxDims = 8;
+
 // Threads per block for a row kernel over `cols` columns: a multiple of 32 in [32, 1024].
 inline int RowThreads(int64_t cols) {
   int threads = 32;
@@ -34,6 +40,11 @@ inline int RowThreads(int64_t cols) {
 #define OL_GRID_STRIDE_LOOP(i, n)                                                                   \
   for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < (n);            \
        i += static_cast<int64_t>(blockDim.x) * gridDim.x)
+
+__device__ __forceinline__ float Exp(float x) { return expf(x); }
+__device__ __forceinline__ double Exp(double x) { return exp(x); }
+__device__ __forceinline__ float Log(float x) { return logf(x); }
+__device__ __forceinline__ double Log(double x) { return log(x); }
 
 struct SumOp {
   template <typename T>

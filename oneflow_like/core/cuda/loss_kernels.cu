@@ -11,12 +11,10 @@ namespace oneflow_like {
 namespace cuda {
 namespace {
 
-using internal::kMaxBlocks;
+using internal::RowBlocks;
 
-__device__ __forceinline__ float Exp(float x) { return expf(x); }
-__device__ __forceinline__ double Exp(double x) { return exp(x); }
-__device__ __forceinline__ float Log(float x) { return logf(x); }
-__device__ __forceinline__ double Log(double x) { return log(x); }
+using internal::Exp;
+using internal::Log;
 
 // m = max of the row, s = sum exp(x - m); every thread of the block gets both.
 template <typename T>
@@ -69,8 +67,6 @@ __global__ void GradKernel(const T* logits, const I* labels, const T* dloss, int
     }
   }
 }
-
-unsigned RowBlocks(int64_t rows) { return static_cast<unsigned>(rows < kMaxBlocks ? rows : kMaxBlocks); }
 
 }  // namespace
 

@@ -8,7 +8,7 @@ namespace oneflow_like {
 namespace cuda {
 namespace {
 
-using internal::kMaxBlocks;
+using internal::RowBlocks;
 
 __device__ __forceinline__ float Rsqrt(float v) { return 1.0f / sqrtf(v); }
 __device__ __forceinline__ double Rsqrt(double v) { return 1.0 / sqrt(v); }
@@ -93,8 +93,6 @@ __global__ void LayerNormGradParamKernel(const T* dy, const T* x, const T* mean,
     dbeta[col] = tb;
   }
 }
-
-unsigned RowBlocks(int64_t rows) { return static_cast<unsigned>(rows < kMaxBlocks ? rows : kMaxBlocks); }
 
 }  // namespace
 

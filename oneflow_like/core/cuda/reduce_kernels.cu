@@ -16,10 +16,8 @@ namespace cuda {
 namespace {
 
 using internal::GridFor;
-using internal::kMaxBlocks;
+using internal::kMaxDims;
 using internal::kThreads;
-
-constexpr int kMaxDims = 8;
 
 // An index space: dims (row-major) and the x stride of each.
 struct Space {
@@ -118,8 +116,7 @@ absl::Status Reduce(const T* x, const std::vector<int64_t>& x_dims, const std::v
   const bool inner_reduced = !dims.empty() && red.back();
   if (inner_reduced) {
     const int threads = red_space.count >= kThreads ? kThreads : internal::RowThreads(red_space.count);
-    const unsigned blocks = static_cast<unsigned>(kept_space.count < kMaxBlocks ? kept_space.count : kMaxBlocks);
-    RowsKernel<T><<<blocks, threads, 0, stream>>>(x, kept_space, red_space, scale, y);
+    RowsKernel<T><<<internal::RowBlocks(kept_space.count), threads, 0, stream>>>(x, kept_space, red_space, scale, y);
     return CudaLaunchStatus("reduce rows");
   }
   ColumnsKernel<T><<<GridFor(kept_space.count), kThreads, 0, stream>>>(x, kept_space, red_space, scale, y);

@@ -13,7 +13,7 @@ namespace oneflow_like {
 namespace cuda {
 namespace {
 
-using internal::kMaxBlocks;
+using internal::RowBlocks;
 
 struct Rows {
   int64_t count = 0;
@@ -29,10 +29,8 @@ struct Rows {
   }
 };
 
-__device__ __forceinline__ float Exp(float x) { return expf(x); }
-__device__ __forceinline__ double Exp(double x) { return exp(x); }
-__device__ __forceinline__ float Log(float x) { return logf(x); }
-__device__ __forceinline__ double Log(double x) { return log(x); }
+using internal::Exp;
+using internal::Log;
 
 template <typename T>
 __global__ void SoftmaxKernel(const T* x, Rows rows, bool log_softmax, T* y) {
@@ -95,8 +93,6 @@ absl::Status MakeRows(const std::vector<int64_t>& dims, const SoftmaxOptions& op
   }
   return absl::OkStatus();
 }
-
-unsigned RowBlocks(int64_t rows) { return static_cast<unsigned>(rows < kMaxBlocks ? rows : kMaxBlocks); }
 
 }  // namespace
 
