@@ -71,6 +71,8 @@ class CudaKernelTest : public ::testing::Test {
     return static_cast<T*>(OutputRaw(desc.byte_size()));
   }
   void* OutputRaw(int64_t bytes);
+  // Upload / Output for raw bytes (any dtype).
+  void* UploadRaw(const Tensor& t);
   // Synchronizes the stream and copies `desc` back from `device`.
   Tensor Download(const void* device, const TensorDesc& desc);
 
@@ -78,8 +80,6 @@ class CudaKernelTest : public ::testing::Test {
   static void ExpectClose(const Tensor& actual, const Tensor& expected, Tolerance tolerance, const std::string& what);
 
  private:
-  void* UploadRaw(const Tensor& t);
-
   ::oneflow_like::testing::OpTest cpu_;
   CudaStream stream_;
   std::unique_ptr<CublasHandle> cublas_;
