@@ -19,6 +19,7 @@ std::string BoxingCostSummary::ToString() const {
                                           bytes_by_link[c] / 1e6));
   }
   absl::StrAppend(&out, ", ", num_transfers, " transfers, ", num_local_steps, " local steps");
+  if (num_copies > 0) absl::StrAppend(&out, absl::StrFormat(", %d copies %.3f MB", num_copies, bytes_copied / 1e6));
   return out;
 }
 
@@ -66,6 +67,15 @@ void BoxingCostAccumulator::Local(StepKind kind, Rank rank, int64_t bytes, int n
   ++totals_.num_local_steps;
 }
 
+void BoxingCostAccumulator::Copy(Rank rank, int64_t bytes) {
+  RankState& s = At(rank);
+  s.local_seconds += CopySeconds(bytes, *config_);
+  Check(s);
+  ++totals_.num_local_steps;
+  ++totals_.num_copies;
+  totals_.bytes_copied += bytes;
+}
+
 void BoxingCostAccumulator::Collective(CollectiveKind kind, const std::vector<Rank>& group, int64_t group_bytes) {
   const int64_t m = static_cast<int64_t>(group.size());
   if (m < 2) return;
@@ -102,6 +112,7 @@ BoxingCostSummary BoxingCost(const BoxingPlan& plan, const CostConfig& config) {
   for (const BoxingStep& s : plan.steps) {
     switch (s.kind) {
       case StepKind::kTransfer: acc.Transfer(s.peer, s.rank, s.bytes); break;
+      case StepKind::kCopy: acc.Copy(s.rank, s.bytes); break;
       case StepKind::kCollective: {
         // The group's whole tensor: all outputs of an all-gather/all-reduce are it; for
         // reduce-scatter and all-to-all the outputs partition it.

@@ -10,6 +10,8 @@
 //   - a rank's time is its communication time plus its local time; the plan's time is the
 //     maximum over ranks, and at least the time each node's shared NIC needs for the bytes
 //     its ranks send (or receive) across nodes at cross_node bandwidth;
+//   - a copy between two devices of one rank (host <-> device) costs CopySeconds (the
+//     host_device link) on that rank, like a local step;
 //   - a collective step (CollectiveExpander) is costed as the ring algorithm it stands for:
 //     all-reduce 2(m-1) messages of S/m per member, the others (m-1) messages of S/m, where
 //     S is the group's whole tensor bytes, on the link to the next member of the group.
@@ -44,9 +46,12 @@ struct BoxingCostSummary {
   int64_t max_bytes_sent = 0;        // by any one rank
   int64_t max_bytes_received = 0;    // by any one rank
   int64_t num_transfers = 0;         // point-to-point messages (collectives: their ring messages)
-  int64_t num_local_steps = 0;       // slice / add / concat / zeros
+  int64_t num_local_steps = 0;       // slice / add / concat / zeros / copy
+  int64_t num_copies = 0;            // host <-> device copies (also counted in num_local_steps)
+  int64_t bytes_copied = 0;          // their bytes (not in total_bytes, which is between ranks)
 
-  // "1.234 ms (critical r3), 3.0 MB: same_node 3.0 MB, 12 transfers, 4 local steps".
+  // "1.234 ms (critical r3), 3.0 MB: same_node 3.0 MB, 12 transfers, 4 local steps"
+  // (+ ", 2 copies 1.0 MB" when there are host <-> device copies).
   std::string ToString() const;
 };
 
@@ -58,6 +63,8 @@ class BoxingCostAccumulator {
   void Transfer(Rank src, Rank dst, int64_t bytes, int64_t count = 1);
   // A local step of `kind` (not kTransfer/kCollective) on `rank` writing `bytes`.
   void Local(StepKind kind, Rank rank, int64_t bytes, int num_inputs);
+  // A host <-> device copy of `bytes` on `rank`.
+  void Copy(Rank rank, int64_t bytes);
   // A collective over `group` whose whole (per-group) tensor has `group_bytes` bytes.
   void Collective(CollectiveKind kind, const std::vector<Rank>& group, int64_t group_bytes);
 

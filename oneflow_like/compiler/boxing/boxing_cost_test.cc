@@ -50,9 +50,26 @@ TEST(BoxingCostTest, GrowsWithBytesAndWithLinkClass) {
   EXPECT_EQ(far.bytes_by_link[static_cast<int>(LinkClass::kCrossNode)], far.total_bytes);
   EXPECT_EQ(near.total_bytes, far.total_bytes);
 
-  // Host <-> device on the same ranks is the cheapest class.
-  const BoxingCostSummary local = CostOfPlan(MakeRequest("[4096,16]", "cpu:[0,1]", "S(0)", "cuda:[0,1]", "S(0)"));
-  EXPECT_EQ(local.bytes_by_link[static_cast<int>(LinkClass::kSameProcess)], 4096 * 16 * 4);
+}
+
+TEST(BoxingCostTest, HostToDeviceCopiesArePricedOnTheHostDeviceLink) {
+  // Each rank copies its 2048 x 16 floats to its device: no bytes between ranks.
+  const BoxingRequest h2d = MakeRequest("[4096,16]", "cpu:[0,1]", "S(0)", "cuda:[0,1]", "S(0)");
+  const BoxingCostSummary local = CostOfPlan(h2d);
+  EXPECT_EQ(local.total_bytes, 0);
+  EXPECT_EQ(local.num_transfers, 0);
+  EXPECT_EQ(local.num_copies, 2);
+  EXPECT_EQ(local.num_local_steps, 2);
+  EXPECT_EQ(local.bytes_copied, 4096 * 16 * 4);
+  const CostConfig defaults;
+  EXPECT_DOUBLE_EQ(local.seconds, CopySeconds(2048 * 16 * 4, defaults));
+  EXPECT_NE(local.ToString().find("2 copies"), std::string::npos) << local.ToString();
+  // A slower host <-> device link (PCIe at 10 GB/s, 10 us) prices the same plan higher.
+  BoxingOptions pcie;
+  pcie.cost.host_device = LinkParams{10e-6, 1.0 / 10e9};
+  EXPECT_DOUBLE_EQ(CostOfPlan(h2d, pcie).seconds, 10e-6 + 2048 * 16 * 4 / 10e9);
+  // BoxingCost of the materialized plan agrees with the estimate.
+  EXPECT_DOUBLE_EQ(EstimateBoxing(h2d, pcie)->cost.seconds, CostOfPlan(h2d, pcie).seconds);
 }
 
 TEST(BoxingCostTest, NoCommunicationCostsOnlyLocalWork) {

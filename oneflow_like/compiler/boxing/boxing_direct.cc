@@ -224,7 +224,7 @@ class DirectPlanner {
       if (it == slices_.end()) it = slices_.emplace(std::move(key), sink_->Slice(holder, value, block)).first;
       value = it->second;
     }
-    return holder == d_device_ ? value : sink_->Transfer(holder, d_device_, value, block);
+    return holder == d_device_ ? value : sink_->Move(holder, d_device_, value, block);
   }
 
   const Layout& src_;

@@ -92,6 +92,7 @@ int32_t StepSink::Zeros(DeviceRef device, const Region& region) {
 }
 
 int32_t StepSink::Transfer(DeviceRef from, DeviceRef to, int32_t input, const Region& region) {
+  CHECK(from.rank != to.rank && from.type == to.type) << "a transfer moves between ranks, devices of one type";
   const int64_t bytes = region.elem_count() * elem_size_;
   if (cost_ != nullptr) cost_->Transfer(from.rank, to.rank, bytes);
   const int32_t out = NewValue(to, region);
@@ -106,6 +107,41 @@ int32_t StepSink::Transfer(DeviceRef from, DeviceRef to, int32_t input, const Re
     plan_->steps.push_back(std::move(step));
   }
   return out;
+}
+
+int32_t StepSink::Copy(DeviceRef from, DeviceRef to, int32_t input, const Region& region) {
+  CHECK(from.rank == to.rank && from.type != to.type) << "a copy moves between two devices of one rank";
+  auto [cached, fresh] = copies_.try_emplace({input, to.type}, next_value_);
+  if (!fresh) return cached->second;
+  const int64_t bytes = region.elem_count() * elem_size_;
+  if (cost_ != nullptr) cost_->Copy(to.rank, bytes);
+  const int32_t out = NewValue(to, region);
+  if (plan_ != nullptr) {
+    BoxingStep step;
+    step.kind = StepKind::kCopy;
+    step.rank = to.rank;
+    step.inputs = {input};
+    step.output = out;
+    step.bytes = bytes;
+    plan_->steps.push_back(std::move(step));
+  }
+  return out;
+}
+
+int32_t StepSink::Move(DeviceRef from, DeviceRef to, int32_t input, const Region& region) {
+  if (from.rank == to.rank) return Copy(from, to, input, region);
+  if (from.type == to.type) return Transfer(from, to, input, region);
+  // Across ranks and device types: the transports move host memory.
+  int32_t value = input;
+  DeviceRef at = from;
+  if (at.type != DeviceType::kCpu) {
+    const DeviceRef host{at.rank, DeviceType::kCpu};
+    value = Copy(at, host, value, region);
+    at = host;
+  }
+  const DeviceRef landing{to.rank, DeviceType::kCpu};
+  value = Transfer(at, landing, value, region);
+  return to.type == DeviceType::kCpu ? value : Copy(landing, to, value, region);
 }
 
 int32_t StepSink::Collective(CollectiveKind kind, const std::vector<DeviceRef>& group, ValueIds inputs,

@@ -57,7 +57,15 @@ class StepSink {
   StepSink(BoxingPlan* plan, BoxingCostAccumulator* cost, int64_t elem_size, int32_t next_value);
 
   int32_t Slice(DeviceRef device, int32_t input, const Region& region);
+  // Between ranks, devices of one type (a TRANSFER).
   int32_t Transfer(DeviceRef from, DeviceRef to, int32_t input, const Region& region);
+  // Between two devices of one rank (a COPY: host <-> device). A value is copied to a device
+  // once: the second request returns the first copy.
+  int32_t Copy(DeviceRef from, DeviceRef to, int32_t input, const Region& region);
+  // `input` (on `from`) brought to `to`, whichever way: a copy within a rank, a transfer between
+  // ranks of one device type, else through host memory (copy to the host on from.rank unless it
+  // is the host, transfer host -> host, copy to `to` unless it is the host). REQUIRES from != to.
+  int32_t Move(DeviceRef from, DeviceRef to, int32_t input, const Region& region);
   int32_t Add(DeviceRef device, ValueIds inputs, const Region& region);
   int32_t Concat(DeviceRef device, ValueIds inputs, const Region& region);
   int32_t Zeros(DeviceRef device, const Region& region);
@@ -78,6 +86,7 @@ class StepSink {
   BoxingCostAccumulator* cost_;
   int64_t elem_size_;
   int32_t next_value_;
+  absl::flat_hash_map<std::pair<int32_t, DeviceType>, int32_t> copies_;  // (input, to) -> copy
 };
 
 // Direct schedule for any pair of layouts (same or different placements, any SBPs): every

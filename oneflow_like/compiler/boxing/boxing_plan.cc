@@ -105,6 +105,7 @@ std::string StepKindName(StepKind kind) {
     case StepKind::kConcat: return "concat";
     case StepKind::kZeros: return "zeros";
     case StepKind::kCollective: return "collective";
+    case StepKind::kCopy: return "copy";
   }
   return "unknown";
 }
@@ -160,6 +161,10 @@ std::string BoxingPlan::ToString() const {
     } else {
       absl::StrAppend(&out, " r", s.rank.value());
       if (s.kind == StepKind::kTransfer) absl::StrAppend(&out, " <- r", s.peer.value());
+      if (s.kind == StepKind::kCopy && !s.inputs.empty()) {
+        absl::StrAppend(&out, " ", DeviceTypeName(values[s.inputs[0]].device.type), " -> ",
+                        DeviceTypeName(values[s.output].device.type));
+      }
       absl::StrAppend(&out, " ", vals(s.inputs), " -> v", s.output, " ", values[s.output].region.ToString());
     }
     absl::StrAppend(&out, " ", s.bytes, "B\n");

@@ -8,7 +8,12 @@
 //
 //   kSlice      out = in restricted to out.region                  (local copy)
 //   kTransfer   out (on `rank`) = in (on `peer`): a Send on peer matched with a Recv on rank.
-//               The plan emitter turns it into a TRANSFER task on the receiving rank.
+//               The plan emitter turns it into a TRANSFER task on the receiving rank. Both
+//               values are on devices of one type (peer != rank).
+//   kCopy       out = in, between two devices of `rank` (host <-> device: cpu <-> cuda); the
+//               plan emitter turns it into a COPY task. A move between device types across
+//               ranks goes through host memory: copy to the host on the sender (if it is not
+//               the host), transfer host -> host, copy to the device on the receiver.
 //   kAdd        out = element-wise sum of inputs (all with out.region) (P -> B, P -> S)
 //   kConcat     out = zeros, then each input written at its region (S -> B). Inputs need not
 //               cover out.region: uncovered elements are zero (e.g. S -> P embeds a shard).
@@ -105,7 +110,7 @@ enum class BoxingSchedule : int32_t {
 };
 std::string BoxingScheduleName(BoxingSchedule schedule);  // "none", "direct", ...
 
-enum class StepKind : int32_t { kSlice = 0, kTransfer, kAdd, kConcat, kZeros, kCollective };
+enum class StepKind : int32_t { kSlice = 0, kTransfer, kAdd, kConcat, kZeros, kCollective, kCopy };
 std::string StepKindName(StepKind kind);  // "slice", "transfer", ...
 
 // Mirrors CollectiveParams.Kind in plan.proto (same numbers).
@@ -119,7 +124,8 @@ struct BoxingValue {
 
 struct BoxingStep {
   StepKind kind = StepKind::kSlice;
-  Rank rank;                     // where it runs; kTransfer: the receiver; kCollective: unset
+  Rank rank;                     // where it runs; kTransfer: the receiver; kCollective: unset;
+                                 // kCopy: the rank of both devices
   Rank peer;                     // kTransfer: the sender
   ValueIds inputs;               // value ids
   int32_t output = -1;           // value id (kCollective: the first of group.size())
@@ -153,7 +159,8 @@ struct BoxingPlan {
   // Number of steps of `kind` running on `rank` (kTransfer: received by `rank`); all ranks if
   // `rank` is unset.
   int64_t CountSteps(StepKind kind, Rank rank = Rank()) const;
-  // One line per step, e.g. "3: transfer r1 <- r0 v0 -> v2 [0:4,0:5] 80B".
+  // One line per step, e.g. "3: transfer r1 <- r0 v0 -> v2 [0:4,0:5] 80B",
+  // "4: copy r1 cpu -> cuda v2 -> v3 [0:4,0:5] 80B".
   std::string ToString() const;
 };
 

@@ -94,7 +94,8 @@ class Interpreter {
     const int32_t out = step.output;
     switch (step.kind) {
       case StepKind::kSlice:
-      case StepKind::kTransfer: {
+      case StepKind::kTransfer:
+      case StepKind::kCopy: {
         ASSIGN_OR_RETURN(const Tensor* in, Get(step.inputs.at(0)));
         RETURN_IF_ERROR(Fits(RegionOf(out), RegionOf(step.inputs[0]), s));
         Tensor t = NewTensor(out);

@@ -182,11 +182,48 @@ TEST(BoxingStructureTest, StageBoundaryPullsFromNeighboursAndSpreadsBroadcastLoa
   EXPECT_NE(bcast.steps[0].peer, bcast.steps[1].peer);  // not both from rank 0
 }
 
-TEST(BoxingStructureTest, HostToDeviceOnOneRankIsASameProcessTransfer) {
+TEST(BoxingStructureTest, HostToDeviceOnOneRankIsACopy) {
   BoxingPlan plan = Expand(MakeRequest("[8,4]", "cpu:[0,1]", "S(0)", "cuda:[0,1]", "S(0)"));
-  ASSERT_EQ(plan.CountSteps(StepKind::kTransfer), 2);
-  for (const BoxingStep& s : plan.steps) EXPECT_EQ(s.peer, s.rank);
-  EXPECT_EQ(plan.values[plan.dst_values[1]].device.type, DeviceType::kCuda);
+  EXPECT_EQ(plan.CountSteps(StepKind::kTransfer), 0);
+  ASSERT_EQ(plan.CountSteps(StepKind::kCopy), 2);
+  for (int r = 0; r < 2; ++r) {
+    const BoxingStep& s = plan.steps[r];
+    EXPECT_EQ(s.kind, StepKind::kCopy);
+    EXPECT_EQ(s.rank, R(r));
+    EXPECT_EQ(s.bytes, 4 * 4 * 4);
+    EXPECT_EQ(plan.values[s.inputs[0]].device, (DeviceRef{R(r), DeviceType::kCpu}));
+    EXPECT_EQ(plan.values[s.output].device, (DeviceRef{R(r), DeviceType::kCuda}));
+    EXPECT_EQ(plan.dst_values[r], s.output);
+  }
+  EXPECT_NE(plan.ToString().find("copy r1 cpu -> cuda"), std::string::npos) << plan.ToString();
+  // And back: device -> host, still no transfer.
+  BoxingPlan back = Expand(MakeRequest("[8,4]", "cuda:[0,1]", "S(0)", "cpu:[0,1]", "B"));
+  EXPECT_EQ(back.CountSteps(StepKind::kCopy), 2);  // each rank's shard to its host, ...
+  EXPECT_EQ(back.CountSteps(StepKind::kTransfer), 2);  // ... then the other half from the other host
+  for (const BoxingStep& s : back.steps) {
+    if (s.kind == StepKind::kTransfer) EXPECT_NE(s.peer, s.rank);
+  }
+}
+
+TEST(BoxingStructureTest, MovesBetweenDeviceTypesAcrossRanksGoThroughHostMemory) {
+  // cpu r0 -> cuda r1: a host transfer, then a copy on the receiver.
+  BoxingPlan up = Expand(MakeRequest("[8,4]", "cpu:[0]", "B", "cuda:[1]", "B"));
+  ASSERT_EQ(up.steps.size(), 2u) << up.ToString();
+  EXPECT_EQ(up.steps[0].kind, StepKind::kTransfer);
+  EXPECT_EQ(up.values[up.steps[0].output].device, (DeviceRef{R(1), DeviceType::kCpu}));
+  EXPECT_EQ(up.steps[1].kind, StepKind::kCopy);
+  EXPECT_EQ(up.values[up.dst_values[0]].device, (DeviceRef{R(1), DeviceType::kCuda}));
+  // cuda r0 -> cpu r1: a copy on the sender, then a host transfer.
+  BoxingPlan down = Expand(MakeRequest("[8,4]", "cuda:[0]", "B", "cpu:[1]", "B"));
+  ASSERT_EQ(down.steps.size(), 2u) << down.ToString();
+  EXPECT_EQ(down.steps[0].kind, StepKind::kCopy);
+  EXPECT_EQ(down.steps[0].rank, R(0));
+  EXPECT_EQ(down.steps[1].kind, StepKind::kTransfer);
+  EXPECT_EQ(down.values[down.steps[1].inputs[0]].device, (DeviceRef{R(0), DeviceType::kCpu}));
+  // cuda -> cuda across ranks: a transfer of device memory, no copy.
+  BoxingPlan same = Expand(MakeRequest("[8,4]", "cuda:[0]", "B", "cuda:[1]", "B"));
+  EXPECT_EQ(same.CountSteps(StepKind::kCopy), 0);
+  EXPECT_EQ(same.CountSteps(StepKind::kTransfer), 1);
 }
 
 TEST(BoxingStructureTest, TwoDimensionalCompositions) {

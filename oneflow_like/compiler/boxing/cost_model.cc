@@ -46,6 +46,10 @@ double TransferSeconds(int64_t bytes, LinkClass link, const CostConfig& config) 
   return p.alpha_seconds + static_cast<double>(bytes) * p.beta_seconds_per_byte;
 }
 
+double CopySeconds(int64_t bytes, const CostConfig& config) {
+  return config.host_device.alpha_seconds + static_cast<double>(bytes) * config.host_device.beta_seconds_per_byte;
+}
+
 double LocalCopySeconds(double bytes, const CostConfig& config) {
   return bytes / config.memory_bytes_per_second;
 }

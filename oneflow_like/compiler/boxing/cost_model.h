@@ -2,7 +2,7 @@
 //
 // Communication is alpha-beta per link class: sending b bytes over a link of class c takes
 // alpha(c) + b * beta(c) seconds. The class of a pair of ranks is
-//   kSameProcess  the same rank (e.g. a copy between two buffers, or host <-> device),
+//   kSameProcess  the same rank (e.g. a copy between two buffers),
 //   kSameNode     two ranks on one machine (loopback TCP / shared memory),
 //   kCrossNode    two machines (a 10 GbE-class network).
 // Ranks are grouped into nodes by `rank_to_node` when given, else by rank / ranks_per_node.
@@ -11,6 +11,9 @@
 // fixed per-task overhead. The defaults describe the CPU world this project runs in (a few
 // cores per rank, TCP between processes); they are estimates for ranking alternatives, not
 // predictions to the microsecond. Every number is a field, so tests and tools can change it.
+//
+// A copy between two devices of one rank (host <-> device, a COPY task) is priced on its own
+// link, `host_device` (PCIe on a GPU machine; a memcpy on CPU profiles): CopySeconds.
 //
 // Example: with the defaults, moving 1 MB between two ranks of one node costs
 // 30e-6 + 1e6 / 1.5e9 ~= 0.70 ms; across nodes 50e-6 + 1e6 / 1.1e9 ~= 0.96 ms.
@@ -51,6 +54,11 @@ struct CostConfig {
   // The node's NIC is shared: BoxingCost also bounds the time by the bytes all ranks of a node
   // send (or receive) across nodes at this bandwidth.
   LinkParams cross_node{50e-6, 1.0 / 1.1e9};
+  // Host <-> device within one rank (a COPY task: cpu <-> cuda over PCIe). The default is a
+  // host memcpy (~5 GB/s, ~1 us), what a copy between two host buffers costs; GPU profiles set
+  // the PCIe figures (olplan: host_device_alpha_seconds, host_device_bytes_per_second), CPU
+  // profiles the calibrated memcpy rate.
+  LinkParams host_device{1e-6, 1.0 / 5e9};
 
   // Ranks r and s share a node iff r / ranks_per_node == s / ranks_per_node ...
   int32_t ranks_per_node = 8;
@@ -75,6 +83,9 @@ LinkClass Classify(Rank a, Rank b, const CostConfig& config);
 
 // alpha + bytes * beta on `link`.
 double TransferSeconds(int64_t bytes, LinkClass link, const CostConfig& config);
+
+// alpha + bytes * beta of host_device: one host <-> device copy of `bytes`.
+double CopySeconds(int64_t bytes, const CostConfig& config);
 
 // Time of a local memory-bound step touching `bytes` (reads + writes), without task overhead.
 double LocalCopySeconds(double bytes, const CostConfig& config);

@@ -130,7 +130,7 @@ JobAgreementProto MakeJobAgreement(const Graph& graph, const LowerOptions& optio
   digest.Int(options.max_register_count);
   digest.Int(world_size);
   const CostConfig& cost = options.boxing_options.cost;
-  for (const LinkParams* link : {&cost.same_process, &cost.same_node, &cost.cross_node}) {
+  for (const LinkParams* link : {&cost.same_process, &cost.same_node, &cost.cross_node, &cost.host_device}) {
     digest.Real(link->alpha_seconds);
     digest.Real(link->beta_seconds_per_byte);
   }

@@ -1,5 +1,5 @@
-// Boxing lowering: one BoxingPlan (SSA steps on devices) -> TRANSFER, BOXING_* and COLLECTIVE
-// tasks, one register per plan value (rules in lower.h). One rank builds the steps it runs and,
+// Boxing lowering: one BoxingPlan (SSA steps on devices) -> TRANSFER, COPY, BOXING_* and
+// COLLECTIVE tasks, one register per plan value (rules in lower.h). One rank builds the steps it runs and,
 // for the transfers it sends, names the receiving task (AddRemoteConsumer); for the transfers
 // it receives, the sender's register (a mirror).
 #include <algorithm>
@@ -27,6 +27,18 @@ Region BoundingBox(const std::vector<Region>& regions) {
     }
   }
   return box;
+}
+
+// Whether `plan` is one COPY per device and nothing else (no destination reuses a source).
+bool CopiesOnly(const BoxingPlan& plan) {
+  if (plan.steps.empty()) return false;
+  for (const BoxingStep& step : plan.steps) {
+    if (step.kind != StepKind::kCopy) return false;
+  }
+  for (int32_t v : plan.dst_values) {
+    if (v < plan.num_source_values()) return false;
+  }
+  return true;
 }
 
 }  // namespace
@@ -60,7 +72,10 @@ absl::StatusOr<Value> Lowerer::EmitBoxing(TensorId tensor, const Value& src, con
   if (src.origin == Origin::kBucket) {
     return absl::InternalError(absl::StrCat("lowering ", describe(), ": boxes a bucket slot"));
   }
-  if (src.origin == Origin::kBoxed) {  // values.cc names a source value's registers through src
+  // values.cc names a source value's registers through src: only a value whose every register
+  // is its own (copies to another device, expand.cc GetValue) may be boxed again. (Lowering one
+  // rank, a plan it takes no part in is kept as counts only: then it takes no part in this one.)
+  if (src.origin == Origin::kBoxed && src.boxing->complete && !CopiesOnly(src.boxing->plan)) {
     return absl::InternalError(absl::StrCat("lowering ", describe(), ": boxes a boxed value"));
   }
   ASSIGN_OR_RETURN(const CachedPlan* cached, PlanFor(tensor, src, placement, nd_sbp, /*use=*/true));
@@ -160,6 +175,22 @@ absl::StatusOr<Value> Lowerer::EmitBoxing(TensorId tensor, const Value& src, con
       }
       const int64_t task = emit(std::move(info), step.output);
       builder_.AddInput(task, register_of(input));
+      return absl::OkStatus();
+    }
+    if (step.kind == StepKind::kCopy) {
+      if (step.inputs.size() != 1) return bug(k, "needs exactly one input");
+      const BoxingValue& in = plan.values[step.inputs[0]];
+      if (in.device.rank != step.rank) return bug(k, "copies a value held by another rank");
+      if (in.device.type == out.device.type) return bug(k, "copies between two devices of one type");
+      if (in.region != out.region) return bug(k, "copies part of a value (the planner slices first)");
+      // The copy runs on the device side (its H2D or D2H stream): the device that is not the host.
+      const bool to_device = in.device.type == DeviceType::kCpu;
+      const BoxingValue runs_on{to_device ? out.device : in.device, out.region};
+      TaskInfo info = new_task(TaskProto::COPY, runs_on, to_device ? "h2d" : "d2h");
+      *info.proto.mutable_copy()->mutable_from() = MakeDevice(in.device.type);
+      *info.proto.mutable_copy()->mutable_to() = MakeDevice(out.device.type);
+      const int64_t task = emit(std::move(info), step.output);
+      builder_.AddInput(task, register_of(step.inputs[0]));
       return absl::OkStatus();
     }
     for (int32_t in : step.inputs) {

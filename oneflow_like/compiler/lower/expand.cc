@@ -155,7 +155,12 @@ absl::Status Lowerer::EmitOp(OpId op_id) {
 absl::Status Lowerer::EmitSinks() {
   for (const TensorNode& t : graph_.tensors()) {
     if (!t.is_output) continue;
-    ASSIGN_OR_RETURN(const Value* v, GetValue(t.id, *t.placement, *t.nd_sbp, /*step_rate=*/false));
+    // The user fetches host memory: an output on a device is copied to its ranks' hosts first
+    // (a COPY per device, device -> host), the sinks run there.
+    const Placement host = t.placement->device_type() == DeviceType::kCpu
+                               ? *t.placement
+                               : *Placement::Create(DeviceType::kCpu, t.placement->ranks(), t.placement->hierarchy());
+    ASSIGN_OR_RETURN(const Value* v, GetValue(t.id, host, *t.nd_sbp, /*step_rate=*/false));
     const Placement& placement = v->placement;
     const int64_t first_task = builder_.ReserveTasks(placement.num_devices());
     for (int64_t d : EmittedDevices(placement)) {
@@ -203,7 +208,15 @@ absl::StatusOr<const Value*> Lowerer::GetValue(TensorId tensor, const Placement&
   auto it = values_.find(key);
   if (it != values_.end()) return &it->second;
   Value result;
-  if (step_rate == native.step_rate) {
+  const bool other_device_same_ranks = native.placement.device_type() != placement.device_type() &&
+                                       native.placement.ranks() == placement.ranks() &&
+                                       native.placement.hierarchy() == placement.hierarchy();
+  if (step_rate == native.step_rate && other_device_same_ranks && native.nd_sbp != nd_sbp) {
+    // To the other device of the same ranks in the producer's layout first (COPY tasks shared by
+    // every layout read there), then boxed on that device.
+    ASSIGN_OR_RETURN(const Value* copied, GetValue(tensor, placement, native.nd_sbp, step_rate));
+    ASSIGN_OR_RETURN(result, EmitBoxing(tensor, *copied, placement, nd_sbp));
+  } else if (step_rate == native.step_rate) {
     ASSIGN_OR_RETURN(result, EmitBoxing(tensor, native, placement, nd_sbp));
   } else if (native.step_rate) {  // step -> piece: box at step rate, then repeat
     ASSIGN_OR_RETURN(const Value* boxed, GetValue(tensor, placement, nd_sbp, /*step_rate=*/true));

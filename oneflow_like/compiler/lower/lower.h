@@ -43,12 +43,21 @@
 //   COLLECTIVE task per member rank, global_order from one plan-wide counter in creation order
 //   (identical on every member), with CollectiveParams' geometry: logical_dims, member k's
 //   input / output region = the logical box of the value it reads / defines, group_region =
-//   their bounding box (docs/plan_format.md). A (transfer) step never moves part of a value: the planner
-//   slices on the sender first.
+//   their bounding box (docs/plan_format.md); kCopy -> COPY (between two devices of one rank:
+//   host -> device or device -> host; on the device side, CopyParams from / to). A transfer or
+//   copy step never moves part of a value: the planner slices on the sender first.
+//   Devices: a move between devices of one rank is always a COPY, never a TRANSFER from a rank
+//   to itself; between ranks and device types it goes through host memory (a copy to the host
+//   on the sender unless it is the host, a host transfer, a copy to the device on the
+//   receiver). A value read on the other device of the same ranks in another layout is first
+//   copied in its producer's layout (one COPY per device, shared by every layout read there),
+//   then boxed on that device. An output of a device placement is fetched from the host: its
+//   sinks run on the ranks' cpu, after a device -> host COPY.
 //
 // Streams (registers.cc): COMPUTE, BOXING_*, SOURCE, SINK, REPEAT, ACCUMULATE on stream 0
-// (STREAM_COMPUTE); TRANSFER and COLLECTIVE on stream 1 (STREAM_COMM). order_in_stream = the
-// task's rank among the tasks of its (rank, stream) in id (= creation, topological) order.
+// (STREAM_COMPUTE); TRANSFER and COLLECTIVE on stream 1 (STREAM_COMM); COPY on the device's
+// copy streams (STREAM_COPY): 2 host -> device, 3 device -> host. order_in_stream = the task's
+// rank among the tasks of its (rank, device, stream) in id (= creation, topological) order.
 //
 // Register counts (registers.cc), S = number of stages (1 + max OpNode::stage):
 //   count = 1, except when N > 1 and S > 1 for a piece-rate, non-persistent register whose
@@ -60,10 +69,12 @@
 //   ACCUMULATE tasks work for the stage of the value they convert (a source: its first
 //   consumer's stage). Step-rate registers, holders and updates always have count 1.
 //
-// Memory (registers.cc): per rank block 0 (persistent) holds the variable holders'
-// registers back to back; block 1 (reusable) holds every other local register. A register
-// with count 1, piece-rate, not an update, whose producer and consumers are all on this rank's
-// compute stream gets its offset from the memory planner over its lifetime [producer
+// Memory (registers.cc): per (rank, device), the k-th device of the rank (cpu first) gets
+// block 2k (persistent), holding the variable holders' registers back to back, and block
+// 2k + 1 (reusable), holding every other register on that device (a CPU-only rank: blocks 0
+// and 1). A register is on its producer's device, a COPY's output on CopyParams.to. A
+// register with count 1, piece-rate, not an update, whose producer and consumers are all on
+// this rank's compute streams gets its offset from the memory planner over its lifetime [producer
 // position, last consumer position] in the rank's linearized schedule (its tasks in id
 // order); every other register is live the whole step and is laid out back to back after the
 // planned region. buffer_bytes = slot bytes rounded up to `alignment`.

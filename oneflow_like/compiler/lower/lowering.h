@@ -175,10 +175,12 @@ class Lowerer {
   // bucket.cc
   absl::Status EmitGradientBuckets(int64_t first_optimizer_position);
   // values.cc: one rank: the mirror of another rank's register: `value`'s on `device`, or value
-  // v of a boxing (`owner`: its result's summary), before a local TRANSFER reads it.
+  // v of a boxing (`owner`: its result's summary; `device`: v is the result's register on that
+  // device, whose readers include those of values boxed from it that reuse it; -1: not known),
+  // before a local TRANSFER reads it.
   absl::Status AddValueMirror(const Value& value, int64_t device);
   void AddBoxingMirror(const CachedPlan& boxing, const Value& src, int64_t first_register, int64_t first_task,
-                       int32_t owner, int32_t v);
+                       int32_t owner, int32_t v, int64_t device = -1);
   // Sets the count of every mirror (rule in lower.h) from the summaries of its readers.
   void CountMirrors(const StageInfo& stages);
 

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <map>
+#include <tuple>
 #include <utility>
 
 #include "absl/container/flat_hash_map.h"
@@ -16,9 +17,18 @@ namespace {
 int64_t RoundUp(int64_t bytes, int64_t alignment) { return (bytes + alignment - 1) / alignment * alignment; }
 
 bool OnComm(TaskProto::Type type) { return type == TaskProto::TRANSFER || type == TaskProto::COLLECTIVE; }
+// Tasks that are not on the compute stream: a register they touch is live the whole step.
+bool OffCompute(TaskProto::Type type) { return OnComm(type) || type == TaskProto::COPY; }
 
-constexpr int64_t kPersistentBlock = 0;
-constexpr int64_t kReusableBlock = 1;
+constexpr char kCpuName[] = "cpu";
+
+// A rank's device, ordered cpu first (DeviceType order), then by index.
+using DeviceKey = std::pair<bool, int32_t>;  // (not the host, index)
+DeviceKey KeyOf(const DeviceProto& device) { return {device.type() != kCpuName, device.index()}; }
+
+// Blocks of a rank's k-th device: 2k persistent, 2k + 1 reusable.
+int64_t PersistentBlock(int32_t device_number) { return 2 * int64_t{device_number}; }
+int64_t ReusableBlock(int32_t device_number) { return 2 * int64_t{device_number} + 1; }
 
 }  // namespace
 
@@ -47,13 +57,21 @@ bool StageInfo::OtherStageBetween(int stage, int64_t lo, int64_t hi) const {
 }
 
 void AssignStreams(PlanBuilder* builder) {
-  absl::flat_hash_map<std::pair<int32_t, int32_t>, int64_t> next_order;
+  // Keyed by (rank, device, stream): a rank's cpu and cuda tasks are on different streams.
+  absl::flat_hash_map<std::tuple<int32_t, bool, int32_t, int32_t>, int64_t> next_order;
   for (size_t i = 0; i < builder->tasks().size(); ++i) {
     TaskProto& task = builder->task_at(i).proto;
-    const bool comm = OnComm(task.type());
-    task.set_stream_id(comm ? kCommStream : kComputeStream);
-    task.set_stream_kind(comm ? STREAM_COMM : STREAM_COMPUTE);
-    task.set_order_in_stream(next_order[{task.rank(), task.stream_id()}]++);
+    if (task.type() == TaskProto::COPY) {
+      const bool to_device = task.copy().to().type() != kCpuName;
+      task.set_stream_id(to_device ? kHostToDeviceStream : kDeviceToHostStream);
+      task.set_stream_kind(STREAM_COPY);
+    } else {
+      const bool comm = OnComm(task.type());
+      task.set_stream_id(comm ? kCommStream : kComputeStream);
+      task.set_stream_kind(comm ? STREAM_COMM : STREAM_COMPUTE);
+    }
+    const bool host = task.device().type() == kCpuName;
+    task.set_order_in_stream(next_order[{task.rank(), host, task.device().index(), task.stream_id()}]++);
   }
 }
 
@@ -88,10 +106,15 @@ void AssignRegisterCounts(const StageInfo& stages, int64_t pieces_per_step, int3
   }
 }
 
+const DeviceProto& RegisterDevice(const TaskProto& producer) {
+  return producer.type() == TaskProto::COPY ? producer.copy().to() : producer.device();
+}
+
 absl::StatusOr<std::vector<RankMemory>> AssignMemory(int64_t alignment, bool reuse, PlanBuilder* builder) {
-  // The rank's linearized schedule: its tasks in id order (tasks() is in id order).
+  // The rank's linearized schedule: its tasks in id order (tasks() is in id order), over all
+  // its devices.
   std::map<int32_t, int64_t> num_tasks;
-  std::map<int32_t, DeviceProto> device;
+  std::map<std::pair<int32_t, DeviceKey>, DeviceProto> devices;  // (rank, device) with memory
   std::vector<int64_t> position(builder->tasks().size());
   int32_t last_rank = -1;
   int64_t* last_count = nullptr;
@@ -100,14 +123,19 @@ absl::StatusOr<std::vector<RankMemory>> AssignMemory(int64_t alignment, bool reu
     if (last_count == nullptr || t.proto.rank() != last_rank) {  // tasks come in runs per rank
       last_rank = t.proto.rank();
       auto [it, fresh] = num_tasks.try_emplace(last_rank, 0);
-      if (fresh) device.emplace(last_rank, t.proto.device());
+      if (fresh) devices.emplace(std::make_pair(last_rank, KeyOf(t.proto.device())), t.proto.device());
       last_count = &it->second;
     }
     position[i] = (*last_count)++;
   }
+  for (size_t i = 0; i < builder->registers().size(); ++i) {
+    const RegisterInfo& reg = builder->registers()[i];
+    const DeviceProto& device = RegisterDevice(builder->task(reg.proto.producer().task_id()).proto);
+    devices.emplace(std::make_pair(reg.proto.producer().rank(), KeyOf(device)), device);
+  }
   // Registers live the whole step cannot share bytes with anything: they are laid out back to
-  // back after the planned region of block 1 instead of going through the planner (which would
-  // pay for their mutual overlaps).
+  // back after the planned region of the reusable block instead of going through the planner
+  // (which would pay for their mutual overlaps).
   struct Pending {
     std::vector<int64_t> registers;  // lifetime-planned (index in registers())
     std::vector<BufferRequest> requests;
@@ -115,15 +143,24 @@ absl::StatusOr<std::vector<RankMemory>> AssignMemory(int64_t alignment, bool reu
     int64_t whole_step_bytes = 0;
     int64_t persistent_bytes = 0;
   };
-  std::map<int32_t, Pending> pending;
-  std::map<int32_t, RankMemory> memory;
-  for (const auto& [rank, count] : num_tasks) {
-    memory[rank].rank = rank;
-    memory[rank].device = device[rank];
+  std::map<std::pair<int32_t, DeviceKey>, Pending> pending;
+  std::map<std::pair<int32_t, DeviceKey>, RankMemory> memory;
+  int32_t rank_of_previous = -1, number = 0;
+  for (const auto& [key, device] : devices) {  // ascending: rank, then cpu first
+    number = key.first == rank_of_previous ? number + 1 : 0;
+    rank_of_previous = key.first;
+    RankMemory& m = memory[key];
+    m.rank = key.first;
+    m.device = device;
+    m.device_number = number;
   }
   for (size_t i = 0; i < builder->registers().size(); ++i) {
     RegisterInfo& reg = builder->register_at(i);
     const int32_t rank = reg.proto.producer().rank();
+    const int64_t producer = builder->TaskIndex(reg.proto.producer().task_id());
+    const TaskProto& producer_task = builder->tasks()[producer].proto;
+    const std::pair<int32_t, DeviceKey> key{rank, KeyOf(RegisterDevice(producer_task))};
+    RankMemory& m = memory[key];
     MemoryLocationProto* location = reg.proto.mutable_memory();
     int64_t end = 0;  // slots back to back, each at an aligned offset
     for (int64_t bytes : reg.slot_bytes) {
@@ -134,22 +171,21 @@ absl::StatusOr<std::vector<RankMemory>> AssignMemory(int64_t alignment, bool reu
     const int64_t buffer_bytes = RoundUp(end, alignment);
     location->set_buffer_bytes(buffer_bytes);
     const int64_t total = buffer_bytes * reg.proto.count();
-    memory[rank].naive_bytes += total;
-    Pending& p = pending[rank];
+    m.naive_bytes += total;
+    Pending& p = pending[key];
     if (reg.persistent) {
-      location->set_block_id(kPersistentBlock);
+      location->set_block_id(PersistentBlock(m.device_number));
       location->set_offset(p.persistent_bytes);
       p.persistent_bytes += total;
       continue;
     }
-    location->set_block_id(kReusableBlock);
-    const int64_t producer = builder->TaskIndex(reg.proto.producer().task_id());
+    location->set_block_id(ReusableBlock(m.device_number));
     bool precise = reuse && reg.proto.count() == 1 && !reg.step_rate && !reg.held_across_steps &&
-                   !OnComm(builder->tasks()[producer].proto.type());
+                   !OffCompute(producer_task.type());
     int64_t first = position[producer], last = first;
     for (int64_t c : reg.consumer_tasks) {
       const TaskInfo& consumer = builder->task(c);
-      precise = precise && consumer.proto.rank() == rank && !OnComm(consumer.proto.type());
+      precise = precise && consumer.proto.rank() == rank && !OffCompute(consumer.proto.type());
       if (precise) last = std::max(last, position[builder->TaskIndex(c)]);
     }
     if (precise) {
@@ -162,7 +198,7 @@ absl::StatusOr<std::vector<RankMemory>> AssignMemory(int64_t alignment, bool reu
     }
   }
   std::vector<RankMemory> result;
-  for (auto& [rank, p] : pending) {
+  for (auto& [key, p] : pending) {
     ASSIGN_OR_RETURN(MemoryAssignment assignment, AssignOffsets(p.requests, alignment));
     for (size_t i = 0; i < p.registers.size(); ++i) {
       builder->register_at(p.registers[i]).proto.mutable_memory()->set_offset(assignment.offsets[i]);
@@ -172,34 +208,45 @@ absl::StatusOr<std::vector<RankMemory>> AssignMemory(int64_t alignment, bool reu
       MemoryLocationProto* location = builder->register_at(index).proto.mutable_memory();
       location->set_offset(base + location->offset());
     }
-    memory[rank].persistent_bytes = p.persistent_bytes;
-    memory[rank].reusable_bytes = base + p.whole_step_bytes;
+    memory[key].persistent_bytes = p.persistent_bytes;
+    memory[key].reusable_bytes = base + p.whole_step_bytes;
   }
-  for (auto& [rank, m] : memory) result.push_back(m);
+  for (auto& [key, m] : memory) result.push_back(m);
   return result;
 }
 
 void AddMemoryBlocks(const std::vector<RankMemory>& memory, PlanProto* plan) {
   std::map<int32_t, RankPlanProto*> by_rank;
   for (RankPlanProto& r : *plan->mutable_rank_plans()) by_rank[r.rank()] = &r;
-  for (const RankMemory& m : memory) {
+  RankMemoryProto* stats = nullptr;
+  for (const RankMemory& m : memory) {  // by rank, then device
     auto it = by_rank.find(m.rank);
     if (it == by_rank.end()) continue;
     RankPlanProto* rank_plan = it->second;
     MemoryBlockProto* persistent = rank_plan->add_memory_blocks();
-    persistent->set_id(kPersistentBlock);
+    persistent->set_id(PersistentBlock(m.device_number));
     *persistent->mutable_device() = m.device;
     persistent->set_size_bytes(m.persistent_bytes);
     persistent->set_persistent(true);
     MemoryBlockProto* reusable = rank_plan->add_memory_blocks();
-    reusable->set_id(kReusableBlock);
+    reusable->set_id(ReusableBlock(m.device_number));
     *reusable->mutable_device() = m.device;
     reusable->set_size_bytes(m.reusable_bytes);
     reusable->set_persistent(false);
-    RankMemoryProto* stats = plan->add_memory();
-    stats->set_rank(m.rank);
-    stats->set_planned_bytes(m.persistent_bytes + m.reusable_bytes);
-    stats->set_naive_bytes(m.naive_bytes);
+    if (stats == nullptr || stats->rank() != m.rank) {
+      stats = plan->add_memory();
+      stats->set_rank(m.rank);
+    }
+    stats->set_planned_bytes(stats->planned_bytes() + m.persistent_bytes + m.reusable_bytes);
+    stats->set_naive_bytes(stats->naive_bytes() + m.naive_bytes);
+    DeviceMemoryProto* device = stats->add_devices();
+    *device->mutable_device() = m.device;
+    device->set_planned_bytes(m.persistent_bytes + m.reusable_bytes);
+    device->set_naive_bytes(m.naive_bytes);
+  }
+  // Per device only where a rank has more than one.
+  for (RankMemoryProto& stats : *plan->mutable_memory()) {
+    if (stats.devices_size() == 1) stats.clear_devices();
   }
 }
 

@@ -20,6 +20,9 @@ namespace lower_internal {
 
 inline constexpr int32_t kComputeStream = 0;
 inline constexpr int32_t kCommStream = 1;
+// COPY tasks, on the device side of the copy (STREAM_COPY): host -> device and device -> host.
+inline constexpr int32_t kHostToDeviceStream = 2;
+inline constexpr int32_t kDeviceToHostStream = 3;
 
 // Sets stream_id, stream_kind and order_in_stream of every task.
 void AssignStreams(PlanBuilder* builder);
@@ -34,17 +37,24 @@ void AssignRegisterCounts(const StageInfo& stages, int64_t pieces_per_step, int3
 int32_t RegisterCount(const StageInfo& stages, int64_t pieces_per_step, int32_t max_count, int stage,
                       int64_t position, bool fixed, const ConsumerSummary& readers);
 
-// Per rank, what AssignMemory decided.
+// Per (rank, device), what AssignMemory decided. A rank's devices are numbered in DeviceType
+// order (cpu first), the k-th gets blocks 2k (persistent) and 2k + 1 (reusable): a CPU-only
+// rank has blocks 0 and 1 as always.
 struct RankMemory {
   int32_t rank = 0;
   DeviceProto device;
-  int64_t persistent_bytes = 0;  // block 0
-  int64_t reusable_bytes = 0;    // block 1
-  int64_t naive_bytes = 0;       // sum over local registers of count * buffer_bytes
+  int32_t device_number = 0;     // k
+  int64_t persistent_bytes = 0;  // block 2k
+  int64_t reusable_bytes = 0;    // block 2k + 1
+  int64_t naive_bytes = 0;       // sum over its registers of count * buffer_bytes
 };
 
-// Sets the memory location of every register and returns one RankMemory per rank with tasks
-// (ascending). Lifetimes: see lower.h. `reuse` false: no register shares bytes.
+// The device a register's bytes are on: its producer's, except a COPY's output (CopyParams.to).
+const DeviceProto& RegisterDevice(const TaskProto& producer);
+
+// Sets the memory location of every register and returns one RankMemory per (rank, device)
+// (ascending): the device of every rank's first task, and every device holding a register of
+// it. Lifetimes: see lower.h. `reuse` false: no register shares bytes.
 absl::StatusOr<std::vector<RankMemory>> AssignMemory(int64_t alignment, bool reuse, PlanBuilder* builder);
 
 // Adds the blocks of `memory` to the rank plans of `plan` and fills PlanProto.memory.

@@ -70,7 +70,7 @@ absl::Status Lowerer::AddValueMirror(const Value& value, int64_t device) {
   if (value.origin == Origin::kBoxed) {
     const int32_t v = value.boxing->plan.dst_values[device];
     if (v >= value.boxing->plan.num_source_values()) {
-      AddBoxingMirror(*value.boxing, *value.src, value.reg_base, value.task_base, value.summary, v);
+      AddBoxingMirror(*value.boxing, *value.src, value.reg_base, value.task_base, value.summary, v, device);
       return absl::OkStatus();
     }
     RETURN_IF_ERROR(AddValueMirror(*value.src, v));
@@ -99,7 +99,7 @@ absl::Status Lowerer::AddValueMirror(const Value& value, int64_t device) {
 }
 
 void Lowerer::AddBoxingMirror(const CachedPlan& boxing, const Value& src, int64_t first_register,
-                              int64_t first_task, int32_t owner, int32_t v) {
+                              int64_t first_task, int32_t owner, int32_t v, int64_t device) {
   const BoxingPlan& plan = boxing.plan;
   const BoxingValue& value = plan.values[v];
   const int64_t id = first_register + boxing.layout.value_offset[v];
@@ -116,7 +116,7 @@ void Lowerer::AddBoxingMirror(const CachedPlan& boxing, const Value& src, int64_
   facts.stage = src.stage;
   facts.position = src.position;
   facts.step_rate = src.step_rate;
-  if (boxing.layout.is_destination[v]) facts.summaries.emplace_back(owner, -1);
+  if (boxing.layout.is_destination[v]) facts.summaries.emplace_back(owner, device);
 }
 
 void Lowerer::CountMirrors(const StageInfo& stages) {

@@ -24,6 +24,14 @@ absl::Status PlanError(const std::string& message);
 // 3. Tasks' register lists, slot refs, per-type params, bindings (plan_verifier.cc). Runs
 // before CheckRegisters, so a dangling reference is reported from the task's side.
 absl::Status CheckTasks(const PlanIndex& index);
+// 3, COPY tasks: params, both devices of its own rank, stream kind, registers on `from` / `to`
+// (plan_verifier_devices.cc).
+absl::Status CheckCopyTask(const PlanIndex& index, const TaskProto& task);
+// The error for a COPY reading register `register_id` of `other_rank`.
+absl::Status CopyAcrossRanksError(const TaskProto& task, int32_t other_rank, int64_t register_id);
+// 4, ranks with blocks on several devices: registers in blocks of the device their producer
+// writes, payload inputs on their task's device (plan_verifier_devices.cc).
+absl::Status CheckRankDevices(const PlanIndex& index);
 // 2. Producer / consumer lists, mirrors (plan_verifier.cc).
 absl::Status CheckRegisters(const PlanIndex& index);
 // 4. Blocks, locations, persistent overlap, PlanProto.memory (plan_verifier_memory.cc).

@@ -194,6 +194,11 @@ absl::Status CheckTaskParams(const PlanIndex& index, const TaskProto& task) {
     case TaskProto::TRANSFER: {
       if (!task.has_transfer()) return PlanError(label() + " has no TransferParams");
       const int32_t peer = task.transfer().peer_rank();
+      if (peer == task.rank()) {
+        return PlanError(absl::StrCat(label(), " has peer_rank ", peer,
+                                      ", its own rank; a TRANSFER moves data between ranks, a move between two "
+                                      "devices of one rank is a COPY"));
+      }
       const RegisterProto* input = task.consumed_register_ids_size() == 1
                                        ? index.FindEntry(task.rank(), task.consumed_register_ids(0))
                                        : nullptr;
@@ -210,6 +215,8 @@ absl::Status CheckTaskParams(const PlanIndex& index, const TaskProto& task) {
       }
       return absl::OkStatus();
     }
+    case TaskProto::COPY:
+      return CheckCopyTask(index, task);
     case TaskProto::ACCUMULATE:
     case TaskProto::REPEAT:
       if (!task.has_count() || task.count().count() < 1) {
@@ -274,12 +281,16 @@ absl::Status CheckTasks(const PlanIndex& index) {
         return PlanError(absl::StrCat(label(), " consumes register ", id, " twice"));
       if (entry == nullptr) {
         return PlanError(absl::StrCat(label(), ": consumed register ", id, " does not exist on rank ",
-                                      task.rank(), " (neither produced there nor mirrored)"));
+                                      task.rank(), " (neither produced there nor mirrored)",
+                                      task.type() == TaskProto::COPY ? "; a COPY reads a register of its own rank" : ""));
       }
       if (!HasRef(entry->consumers(), task.id(), task.rank())) {
         return PlanError(absl::StrCat(label(), " consumes ",
                                       PlanIndex::RegisterLabel(task.rank(), *entry),
                                       ", which does not list it as a consumer"));
+      }
+      if (entry->has_remote() && task.type() == TaskProto::COPY) {
+        return CopyAcrossRanksError(task, entry->remote().rank(), id);
       }
       if (entry->has_remote() && task.type() != TaskProto::TRANSFER) {
         return PlanError(absl::StrCat(label(), " consumes ",
@@ -334,6 +345,7 @@ absl::Status CheckStructure(const PlanProto& plan, const PlanIndex& index, const
   RETURN_IF_ERROR(CheckTasks(index));
   RETURN_IF_ERROR(CheckRegisters(index));
   RETURN_IF_ERROR(CheckMemoryLayout(index, options));
+  RETURN_IF_ERROR(CheckRankDevices(index));
   const PlanStreams streams = GroupStreams(index);
   RETURN_IF_ERROR(CheckStreamOrder(index, streams));
   RETURN_IF_ERROR(CheckCollectiveOrder(streams, across_ranks));

@@ -15,12 +15,19 @@
 //   3. Tasks: consumed ids exist on the task's rank (local or mirror) and produced ids are local
 //      registers it produces; slot refs in range; per-type params: TRANSFER consumes exactly one
 //      mirror whose producer is on TransferParams.peer_rank; ACCUMULATE / REPEAT count >= 1;
-//      COLLECTIVE's rank is in its group; SINK produces nothing; only a variable holder (a
-//      SOURCE whose io.tensor_name has a VARIABLE binding on its rank) consumes registers.
+//      peer_rank is not the task's own rank (a move within a rank is a COPY); COLLECTIVE's rank
+//      is in its group; SINK produces nothing; only a variable holder (a SOURCE whose
+//      io.tensor_name has a VARIABLE binding on its rank) consumes registers. COPY has
+//      CopyParams naming two different devices, runs on one of them on a STREAM_COPY stream,
+//      reads registers of its own rank (never a mirror) in blocks of `from` and writes
+//      registers in blocks of `to`, each input shaped like its output.
 //      Bindings name local registers and valid slots.
 //   4. Memory: blocks unique per rank; every location inside its block, offset and buffer_bytes
 //      multiples of options.alignment, slots inside a buffer; registers in a persistent block
-//      never share bytes; PlanProto.memory (when present) matches the blocks and registers.
+//      never share bytes; PlanProto.memory (when present) matches the blocks and registers,
+//      per device too where it lists devices. On a rank with blocks on several devices, each
+//      register is in a block of the device its producer writes (a COPY: CopyParams.to) and
+//      each payload input is on its task's device (plan_verifier_devices.cc).
 //   5. Streams: order_in_stream is a permutation of 0..n-1 per (rank, device, stream); a
 //      producer runs before its consumers on the same stream (except the update back edge
 //      into a variable holder).

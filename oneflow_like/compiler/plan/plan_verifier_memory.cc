@@ -84,6 +84,39 @@ absl::Status CheckDisjoint(int32_t rank, const MemoryBlockProto& block,
   return absl::OkStatus();
 }
 
+// RankMemoryProto.devices: one entry per device of the rank's blocks, with its sums.
+absl::Status CheckDeviceSummary(int i, const RankMemoryProto& summary, const RankPlanProto& rank_plan) {
+  auto device_text = [](const DeviceProto& d) { return absl::StrCat(d.type(), ":", d.index()); };
+  std::map<std::pair<std::string, int32_t>, std::pair<int64_t, int64_t>> sums;  // planned, naive
+  std::map<int64_t, std::pair<std::string, int32_t>> device_of_block;
+  for (const MemoryBlockProto& block : rank_plan.memory_blocks()) {
+    const std::pair<std::string, int32_t> key{block.device().type(), block.device().index()};
+    sums[key].first += block.size_bytes();
+    device_of_block[block.id()] = key;
+  }
+  for (const RegisterProto& reg : rank_plan.registers()) {
+    if (!reg.has_memory()) continue;
+    auto it = device_of_block.find(reg.memory().block_id());
+    if (it != device_of_block.end()) sums[it->second].second += reg.count() * reg.memory().buffer_bytes();
+  }
+  if (static_cast<size_t>(summary.devices_size()) != sums.size()) {
+    return PlanError(absl::StrCat("memory[", i, "] lists ", summary.devices_size(), " device(s) for rank ",
+                                  summary.rank(), ", whose blocks are on ", sums.size()));
+  }
+  for (const DeviceMemoryProto& device : summary.devices()) {
+    auto it = sums.find({device.device().type(), device.device().index()});
+    if (it == sums.end() || it->second.first != device.planned_bytes() || it->second.second != device.naive_bytes()) {
+      return PlanError(absl::StrCat(
+          "memory[", i, "] says rank ", summary.rank(), " device ", device_text(device.device()), " planned_bytes ",
+          device.planned_bytes(), " naive_bytes ", device.naive_bytes(), ", but ",
+          it == sums.end() ? "the rank has no block on that device"
+                           : absl::StrCat("its blocks there sum to ", it->second.first,
+                                          " and its registers' count x buffer_bytes to ", it->second.second)));
+    }
+  }
+  return absl::OkStatus();
+}
+
 absl::Status CheckSummary(const PlanIndex& index) {
   const PlanProto& plan = index.plan();
   if (plan.memory_size() == 0) return absl::OkStatus();
@@ -107,6 +140,7 @@ absl::Status CheckSummary(const PlanIndex& index) {
                                     ", but rank ", rank_plan.rank(), "'s blocks sum to ", planned,
                                     " and its registers' count x buffer_bytes to ", naive));
     }
+    if (summary.devices_size() > 0) RETURN_IF_ERROR(CheckDeviceSummary(i, summary, rank_plan));
   }
   return absl::OkStatus();
 }

@@ -1,0 +1,109 @@
+// Training jobs whose data is fed on the host and whose model lives on cuda placements compile
+// through the whole driver (SBP selection, autograd, AdamW, lowering, plan verification): the
+// inputs reach the device through host -> device COPY tasks, the loss comes back to the host
+// through device -> host COPY tasks for its sink, no rank transfers to itself, and every rank's
+// own compile equals its part of the whole plan (merged and sealed: the same content hash).
+#include <string>
+#include <vector>
+
+#include <google/protobuf/io/coded_stream.h>
+#include <google/protobuf/io/zero_copy_stream_impl_lite.h>
+
+#include "gtest/gtest.h"
+#include "oneflow_like/compiler/driver/compile.h"
+#include "oneflow_like/compiler/plan/plan_hash.h"
+#include "oneflow_like/compiler/plan/plan_verifier.h"
+#include "oneflow_like/compiler/plan/rank_plans.h"
+#include "oneflow_like/compiler/test_util.h"
+
+namespace oneflow_like {
+namespace compiler {
+namespace {
+
+std::string Bytes(const google::protobuf::MessageLite& m) {  // deterministic (attrs are maps)
+  std::string out;
+  google::protobuf::io::StringOutputStream stream(&out);
+  google::protobuf::io::CodedOutputStream coded(&stream);
+  coded.SetSerializationDeterministic(true);
+  m.SerializePartialToCodedStream(&coded);
+  return out;
+}
+
+std::string TrainingText(const std::string& ranks) {
+  return "config(name=\"host_data\", seed=5, micro_batches=2)\n"
+         "x = input(shape=[8,16]) placement=cpu:[" + ranks + "] sbp=[S(0)]\n"
+         "label = input(shape=[8], dtype=int64) placement=cpu:[" + ranks + "] sbp=[S(0)]\n"
+         "w1 = variable(shape=[16,32], init=normal(0.02)) placement=cuda:[" + ranks + "]\n"
+         "w2 = variable(shape=[32,10], init=normal(0.02)) placement=cuda:[" + ranks + "]\n"
+         "h = matmul(x, w1) placement=cuda:[" + ranks + "]\n"
+         "a = relu(h)\n"
+         "logits = matmul(a, w2)\n"
+         "loss = sparse_softmax_cross_entropy(logits, label)\n"
+         "output(loss)\n"
+         "train(loss, optimizer=adamw(lr=0.001, weight_decay=0.01))\n";
+}
+
+TEST(DeviceCopyCompileTest, HostDataCudaModelLossBackToHost) {
+  std::unique_ptr<OpRegistry> registry = testing::BuiltinRegistry();
+  for (const std::string ranks : {"0", "0,1"}) {
+    SCOPED_TRACE(ranks);
+    const int world = ranks == "0" ? 1 : 2;
+    absl::StatusOr<GlobalDecisions> decisions =
+        RunGlobalPasses(testing::ParseOrDie(TrainingText(ranks), *registry), CompileOptions{});
+    ASSERT_TRUE(decisions.ok()) << decisions.status();
+    absl::StatusOr<PlanProto> whole = LowerDecisions(*decisions);  // verified inside
+    ASSERT_TRUE(whole.ok()) << whole.status();
+    ASSERT_EQ(VerifyPlan(*whole), absl::OkStatus());
+    for (const RankPlanProto& rank_plan : whole->rank_plans()) {
+      int h2d = 0, d2h = 0;
+      std::string copies;
+      for (const TaskProto& t : rank_plan.tasks()) {
+        if (t.type() == TaskProto::TRANSFER) {
+          EXPECT_NE(t.transfer().peer_rank(), t.rank()) << t.name();
+        }
+        if (t.type() == TaskProto::COMPUTE) {
+          EXPECT_EQ(t.device().type(), "cuda") << t.name();
+        }
+        if (t.type() == TaskProto::SINK) {
+          EXPECT_EQ(t.device().type(), "cpu") << t.name();
+        }
+        if (t.type() != TaskProto::COPY) continue;
+        copies += " " + t.name();
+        EXPECT_EQ(t.stream_kind(), STREAM_COPY);
+        if (t.copy().from().type() == "cpu") {
+          ++h2d;
+          EXPECT_EQ(t.stream_id(), 2) << t.name();
+          EXPECT_TRUE(t.name().rfind("x.", 0) == 0 || t.name().rfind("label.", 0) == 0) << t.name();
+        } else {
+          ++d2h;
+          EXPECT_EQ(t.stream_id(), 3) << t.name();
+          EXPECT_EQ(t.name().rfind("loss.", 0), 0u) << t.name();
+        }
+      }
+      EXPECT_EQ(h2d, 2) << "rank " << rank_plan.rank() << ": x and label to the device;" << copies;
+      EXPECT_EQ(d2h, 1) << "rank " << rank_plan.rank() << ": the loss back to the host";
+      EXPECT_EQ(whole->memory(rank_plan.rank()).devices_size(), 2);
+    }
+    // Each rank's own compile is its part of the whole plan.
+    std::vector<PlanProto> parts;
+    for (int r = 0; r < world; ++r) {
+      CompileOptions options;
+      options.only_rank = r;
+      absl::StatusOr<PlanProto> part = LowerDecisions(*decisions, options);
+      ASSERT_TRUE(part.ok()) << "rank " << r << ": " << part.status();
+      EXPECT_EQ(VerifyRankPlan(*part), absl::OkStatus());
+      ASSERT_EQ(part->rank_plans_size(), 1);
+      EXPECT_TRUE(Bytes(part->rank_plans(0)) == Bytes(whole->rank_plans(r))) << "rank " << r << "'s plan differs";
+      EXPECT_TRUE(Bytes(part->memory(0)) == Bytes(whole->memory(r))) << "rank " << r;
+      parts.push_back(*std::move(part));
+    }
+    absl::StatusOr<PlanProto> merged = MergeRankPlans(std::move(parts));
+    ASSERT_TRUE(merged.ok()) << merged.status();
+    SealPlan(&*merged);
+    EXPECT_EQ(merged->content_hash(), whole->content_hash());
+  }
+}
+
+}  // namespace
+}  // namespace compiler
+}  // namespace oneflow_like
