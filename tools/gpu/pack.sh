@@ -15,7 +15,8 @@
 #
 #   device run, carry [".gpu_pack"]:  bash tools/gpu/run_checks.sh
 #
-# Usage: pack.sh [--out DIR] [--no-build] [bazel target ...]   (default: the targets below)
+# Usage: pack.sh [--out DIR] [--no-build] [bazel test target ...]   (default: the targets below)
+# The benchmark binaries (bench_targets) go to bench/ in the pack (run_checks.sh --bench).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 
@@ -37,15 +38,16 @@ if [ ${#targets[@]} -eq 0 ]; then
     //oneflow_like/comm:nccl_collective_test
   )
 fi
+bench_targets=(//oneflow_like/core/cuda:cuda_kernel_bench)
 
 if [ "$build" = 1 ]; then
-  bash tools/bazel.sh build "${targets[@]}" --color=no --curses=no --symlink_prefix=/
+  bash tools/bazel.sh build "${targets[@]}" "${bench_targets[@]}" --color=no --curses=no --symlink_prefix=/
 fi
 bin_dir="$(bash tools/bazel.sh info bazel-bin 2>/dev/null)"
 
 stage="$(mktemp -d)"
 trap 'rm -rf "$stage"' EXIT
-mkdir -p "$stage/gpu_pack/bin" "$stage/gpu_pack/lib" "$stage/gpu_pack/lib-compat"
+mkdir -p "$stage/gpu_pack/bin" "$stage/gpu_pack/bench" "$stage/gpu_pack/lib" "$stage/gpu_pack/lib-compat"
 
 # Libraries the GPU machine provides itself (glibc, the driver, the big CUDA libraries).
 system_lib() {
@@ -56,13 +58,14 @@ system_lib() {
   return 1
 }
 
-for t in "${targets[@]}"; do
+for t in "${targets[@]}" "${bench_targets[@]}"; do
   pkg="${t#//}"; pkg="${pkg%%:*}"; name="${t##*:}"
   src="$bin_dir/$pkg/$name"
   [ -x "$src" ] || { echo "pack.sh: $src is missing (build $t first)" >&2; exit 1; }
-  cp "$src" "$stage/gpu_pack/bin/$name"
-  chmod u+w "$stage/gpu_pack/bin/$name"
-  strip --strip-debug "$stage/gpu_pack/bin/$name"
+  case " ${bench_targets[*]} " in *" $t "*) kind=bench ;; *) kind=bin ;; esac
+  cp "$src" "$stage/gpu_pack/$kind/$name"
+  chmod u+w "$stage/gpu_pack/$kind/$name"
+  strip --strip-debug "$stage/gpu_pack/$kind/$name"
   # ldd lines: "libfoo.so.1 => /path/libfoo.so.1 (0x...)"; unresolved ones say "not found".
   while read -r lib arrow path _; do
     [ "$arrow" = "=>" ] || continue
@@ -81,7 +84,7 @@ done
   echo "commit: $(git rev-parse HEAD)$(git diff --quiet HEAD -- oneflow_like tools || echo ' (with uncommitted changes)')"
   echo "packed: $(date -u +%Y-%m-%dT%H:%M:%SZ) on $(hostname)"
   echo "nvcc: $(/usr/local/cuda/bin/nvcc --version | tail -1)"
-  echo "binaries:"; (cd "$stage/gpu_pack/bin" && ls -1 | sed 's/^/  /')
+  echo "binaries:"; (cd "$stage/gpu_pack" && ls -1 bin bench | sed 's/^/  /')
   echo "libraries:"; (cd "$stage/gpu_pack" && ls -1 lib lib-compat | sed 's/^/  /')
 } > "$stage/gpu_pack/MANIFEST.txt"
 
@@ -89,7 +92,7 @@ mkdir -p "$out"
 tar -C "$stage" -czf "$out/gpu_pack.tar.gz.tmp" gpu_pack
 mv "$out/gpu_pack.tar.gz.tmp" "$out/gpu_pack.tar.gz"
 size=$(du -m "$out/gpu_pack.tar.gz" | cut -f1)
-echo "pack.sh: $out/gpu_pack.tar.gz (${size} MB): $(ls "$stage/gpu_pack/bin" | tr '\n' ' ')"
+echo "pack.sh: $out/gpu_pack.tar.gz (${size} MB): $(ls "$stage/gpu_pack/bin" "$stage/gpu_pack/bench" | grep -v ':$' | tr '\n' ' ')"
 if [ "$size" -gt 48 ]; then
   echo "pack.sh: warning: over 48 MB; the device tool carries 64 MiB with the working tree" >&2
 fi

@@ -2,8 +2,10 @@
 # Runs the packed CUDA tests (tools/gpu/pack.sh) on a GPU machine and prints one summary.
 # Needs no Bazel: only the pack, bash, tar and the machine's CUDA 13 libraries.
 #
-#   bash tools/gpu/run_checks.sh [PACK]     # PACK: .gpu_pack/gpu_pack.tar.gz (default) or its
-#                                           # unpacked gpu_pack/ folder
+#   bash tools/gpu/run_checks.sh [--bench] [PACK]
+#     PACK: .gpu_pack/gpu_pack.tar.gz (default) or its unpacked gpu_pack/ folder
+#     --bench: after the tests, run the pack's benchmarks (bench/*: kernel timings as a
+#              markdown table, also written to $OUT/bench.md); they do not change the verdict
 # Environment: CHECK_TIMEOUT_S (per binary, default 120), OUT (if set, logs and the summary are
 # also written there: the device tool returns $OUT's files), GTEST_FILTER (passed through).
 #
@@ -15,6 +17,8 @@
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 
+bench=0
+if [ "${1:-}" = "--bench" ]; then bench=1; shift; fi
 pack="${1:-.gpu_pack/gpu_pack.tar.gz}"
 timeout_s="${CHECK_TIMEOUT_S:-120}"
 work="${TMPDIR:-/tmp}/ol_gpu_checks"
@@ -106,6 +110,14 @@ for b in "$root"/bin/*; do
   echo "$name: $verdict" | tee -a "$summary"
 done
 [ -f "$summary.details" ] && { echo "details:"; cat "$summary.details"; cat "$summary.details" >>"$summary"; rm -f "$summary.details"; }
+if [ "$bench" = 1 ]; then
+  : >"$logs/bench.md"
+  for b in "$root"/bench/*; do
+    [ -x "$b" ] || continue
+    echo "== $(basename "$b")"
+    timeout "$timeout_s" "$b" 2>&1 | tee -a "$logs/bench.md"
+  done
+fi
 echo "logs: $logs"
 echo "$passed passed, $failed failed$([ "$skipped" -gt 0 ] && echo " ($skipped skipped: no GPU)")" | tee -a "$summary"
 [ "$failed" = 0 ]
