@@ -166,7 +166,9 @@ absl::Status SaveProfile(const Profile& p, const std::string& path) {
                                    {"cross_node_alpha_seconds", p.cross_node_alpha_seconds},
                                    {"cross_node_bytes_per_second", p.cross_node_bytes_per_second},
                                    {"ranks_per_node", static_cast<double>(p.ranks_per_node)},
-                                   {"device_per_rank", p.device_per_rank ? 1.0 : 0.0}}) {
+                                   {"device_per_rank", p.device_per_rank ? 1.0 : 0.0},
+                                   {"host_device_alpha_seconds", p.host_device_alpha_seconds},
+                                   {"host_device_bytes_per_second", p.host_device_bytes_per_second}}) {
     if (value > 0) absl::StrAppend(&extra, absl::StrFormat("%s = %.6g\n", key, value));
   }
   return train::WriteFileAtomically(path, text + extra);
@@ -208,6 +210,8 @@ absl::StatusOr<Profile> LoadProfile(const std::string& path) {
       else if (key == "ranks_per_node") p.ranks_per_node = whole;
       else p.device_per_rank = whole == 1;
     }
+    else if (key == "host_device_alpha_seconds") p.host_device_alpha_seconds = value;
+    else if (key == "host_device_bytes_per_second") p.host_device_bytes_per_second = value;
     else return absl::InvalidArgumentError(absl::StrCat(path, ":", line_no, ": unknown key '", key, "'"));
   }
   return p;
@@ -222,6 +226,14 @@ void ApplyProfile(const Profile& p, compiler::CostConfig* cost) {
   if (p.cross_node_alpha_seconds > 0) cost->cross_node.alpha_seconds = p.cross_node_alpha_seconds;
   if (p.cross_node_bytes_per_second > 0) cost->cross_node.beta_seconds_per_byte = 1.0 / p.cross_node_bytes_per_second;
   if (p.ranks_per_node > 0) cost->ranks_per_node = p.ranks_per_node;
+  // Host <-> device copies: the profile's link (PCIe on a GPU machine), else a host memcpy at the
+  // measured rate (memory_bytes_per_second counts the bytes read and written: 2 per byte copied).
+  if (p.host_device_alpha_seconds > 0) cost->host_device.alpha_seconds = p.host_device_alpha_seconds;
+  if (p.host_device_bytes_per_second > 0) {
+    cost->host_device.beta_seconds_per_byte = 1.0 / p.host_device_bytes_per_second;
+  } else if (p.memory_bytes_per_second > 0) {
+    cost->host_device.beta_seconds_per_byte = 2.0 / p.memory_bytes_per_second;
+  }
 }
 
 }  // namespace plan_tool

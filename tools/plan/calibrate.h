@@ -19,6 +19,11 @@
 //   ranks_per_node                                          ranks sharing a node's links
 //   device_per_rank = 1                                     each rank owns its device (a GPU):
 //                                                           ranks never share compute
+//   host_device_alpha_seconds, host_device_bytes_per_second a copy between host and device
+//                                                           of one rank (COPY tasks; PCIe).
+//                                                           Absent: a host memcpy at the
+//                                                           calibrated memory_bytes_per_second
+//                                                           (which counts read + write)
 //
 // Profile file: "key = value" lines (the keys above, plus host and date as comments).
 #ifndef ONEFLOW_LIKE_TOOLS_PLAN_CALIBRATE_H_
@@ -47,6 +52,7 @@ struct Profile {
   double cross_node_alpha_seconds = 0, cross_node_bytes_per_second = 0;
   int32_t ranks_per_node = 0;
   bool device_per_rank = false;
+  double host_device_alpha_seconds = 0, host_device_bytes_per_second = 0;  // optional, like the links
   std::string path;  // where it was read from / written to
 };
 

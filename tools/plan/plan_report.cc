@@ -63,8 +63,8 @@ std::string Category(const TaskProto& task, const std::map<std::string, TensorBi
     case TaskProto::BOXING_CONCAT:
     case TaskProto::BOXING_ADD:
     case TaskProto::COLLECTIVE:
-    case TaskProto::COPY:
       return "communication";
+    case TaskProto::COPY: return "host/device copies";
     case TaskProto::ACCUMULATE: return "gradient accumulation";
     case TaskProto::REPEAT: return "repeated variables";
     case TaskProto::SINK: return "outputs";
@@ -203,6 +203,11 @@ absl::StatusOr<PlanSummary> Summarize(const PlanProto& plan, const ReportOptions
     if (r.largest.size() > 5) r.largest.resize(5);
     auto m = memory.find(rp.rank());
     r.block_bytes = m != memory.end() ? m->second->planned_bytes() : r.naive_bytes;
+    if (m != memory.end()) {
+      for (const DeviceMemoryProto& d : m->second->devices()) {
+        r.devices.push_back({absl::StrCat(d.device().type(), ":", d.device().index()), d.planned_bytes(), d.naive_bytes()});
+      }
+    }
     r.planned_bytes = r.block_bytes + r.staging_bytes;  // what the rank's allocator will hold at its peak
     s.tasks += r.tasks;
     s.registers += r.registers;
@@ -271,6 +276,29 @@ std::vector<BoxingEntry> BoxingEntries(const PlanProto& plan) {
   return out;
 }
 
+namespace {
+
+// " (cpu:0 1.0 KiB, cuda:0 4.0 KiB)" for a rank on several devices, else "".
+std::string DevicesText(const std::vector<DeviceBytes>& devices) {
+  if (devices.empty()) return "";
+  std::vector<std::string> parts;
+  for (const DeviceBytes& d : devices) parts.push_back(absl::StrCat(d.device, " ", HumanBytes(d.planned_bytes)));
+  return absl::StrCat(" (", absl::StrJoin(parts, ", "), ")");
+}
+
+// ",\"devices\":[...]" for a rank on several devices, else "".
+std::string DevicesJson(const std::vector<DeviceBytes>& devices) {
+  if (devices.empty()) return "";
+  std::vector<std::string> parts;
+  for (const DeviceBytes& d : devices) {
+    parts.push_back(absl::StrFormat("{\"device\":%s,\"planned_bytes\":%d,\"naive_bytes\":%d}", Quote(d.device),
+                                    d.planned_bytes, d.naive_bytes));
+  }
+  return absl::StrCat(",\"devices\":[", absl::StrJoin(parts, ","), "]");
+}
+
+}  // namespace
+
 std::string SummaryText(const PlanSummary& s) {
   std::string out = absl::StrFormat("plan '%s' %s\n", s.job_name, s.hash);
   absl::StrAppendFormat(&out, "  world %d ranks (%d with work), %d placement(s) of ops: %s\n", s.world_size,
@@ -288,7 +316,8 @@ std::string SummaryText(const PlanSummary& s) {
   absl::StrAppendFormat(&out, "  moved per step: %s%s\n", HumanBytes(s.bytes_per_step), links.empty() ? "" : " (" + links + ")");
   absl::StrAppendFormat(&out, "  planned peak memory: %s on rank %d (per rank: ", HumanBytes(s.peak_bytes), s.peak_rank);
   for (size_t i = 0; i < s.ranks.size() && i < 8; ++i) {
-    absl::StrAppend(&out, i ? ", " : "", "r", s.ranks[i].rank, " ", HumanBytes(s.ranks[i].planned_bytes));
+    absl::StrAppend(&out, i ? ", " : "", "r", s.ranks[i].rank, " ", HumanBytes(s.ranks[i].planned_bytes),
+                    DevicesText(s.ranks[i].devices));
   }
   absl::StrAppend(&out, s.ranks.size() > 8 ? ", ...)\n" : ")\n");
   absl::StrAppendFormat(&out, "  cost model, serial estimate (no overlap): %s per step\n", Seconds(s.serial_estimate_seconds));
@@ -302,8 +331,9 @@ std::string SummaryJson(const PlanSummary& s) {
   for (const std::string& p : s.placements) placements.push_back(Quote(p));
   for (const RankReport& r : s.ranks) {
     ranks.push_back(absl::StrFormat("{\"rank\":%d,\"tasks\":%d,\"registers\":%d,\"planned_bytes\":%d,\"naive_bytes\":%d,"
-                                    "\"bytes_received_per_step\":%d}",
-                                    r.rank, r.tasks, r.registers, r.planned_bytes, r.naive_bytes, r.bytes_received_per_step));
+                                    "\"bytes_received_per_step\":%d%s}",
+                                    r.rank, r.tasks, r.registers, r.planned_bytes, r.naive_bytes, r.bytes_received_per_step,
+                                    DevicesJson(r.devices)));
   }
   return absl::StrFormat(
       "{\"job\":%s,\"hash\":%s,\"world_size\":%d,\"ranks_with_work\":%d,\"pieces_per_step\":%d,\"stages\":%d,"
@@ -322,7 +352,8 @@ std::string MemoryText(const PlanSummary& s, int64_t device_memory_bytes) {
     bool merged = false;
     for (auto& [ranks, first] : groups) {
       if (first->planned_bytes == r.planned_bytes && first->persistent_bytes == r.persistent_bytes &&
-          first->naive_bytes == r.naive_bytes && first->bytes_by_category == r.bytes_by_category) {
+          first->naive_bytes == r.naive_bytes && first->bytes_by_category == r.bytes_by_category &&
+          first->devices == r.devices) {
         ranks.push_back(r.rank);
         merged = true;
         break;
@@ -339,6 +370,13 @@ std::string MemoryText(const PlanSummary& s, int64_t device_memory_bytes) {
     if (device_memory_bytes > 0) {
       absl::StrAppend(&out, r->planned_bytes <= device_memory_bytes ? "  fits" : "  DOES NOT FIT", " in ",
                       HumanBytes(device_memory_bytes));
+    }
+    if (!r->devices.empty()) {
+      absl::StrAppend(&out, "\n    per device:");
+      for (const DeviceBytes& d : r->devices) {
+        absl::StrAppend(&out, " ", d.device, " planned blocks ", HumanBytes(d.planned_bytes), " (without reuse ",
+                        HumanBytes(d.naive_bytes), ");");
+      }
     }
     absl::StrAppend(&out, "\n    by owner:");
     for (const auto& [category, bytes] : r->bytes_by_category) absl::StrAppend(&out, " ", category, " ", HumanBytes(bytes), ";");
@@ -359,10 +397,10 @@ std::string MemoryJson(const PlanSummary& s, int64_t device_memory_bytes) {
     }
     ranks.push_back(absl::StrFormat(
         "{\"rank\":%d,\"planned_bytes\":%d,\"block_bytes\":%d,\"staging_bytes\":%d,\"persistent_bytes\":%d,"
-        "\"naive_bytes\":%d,\"fits\":%s,\"by_owner\":{%s},\"largest\":[%s]}",
+        "\"naive_bytes\":%d,\"fits\":%s,\"by_owner\":{%s},\"largest\":[%s]%s}",
         r.rank, r.planned_bytes, r.block_bytes, r.staging_bytes, r.persistent_bytes, r.naive_bytes,
         device_memory_bytes <= 0 ? "null" : (r.planned_bytes <= device_memory_bytes ? "true" : "false"),
-        absl::StrJoin(cats, ","), absl::StrJoin(largest, ",")));
+        absl::StrJoin(cats, ","), absl::StrJoin(largest, ","), DevicesJson(r.devices)));
   }
   return absl::StrFormat("{\"job\":%s,\"device_memory_bytes\":%d,\"peak_bytes\":%d,\"ranks\":[%s]}\n", Quote(s.job_name),
                          device_memory_bytes, s.peak_bytes, absl::StrJoin(ranks, ","));

@@ -4,7 +4,8 @@
 //              estimate from the compiler's cost model;
 //   memory     per rank the planned peak, the bytes by what owns them (parameters, optimizer
 //              state, activations, gradients, communication buffers, ...) and the largest
-//              registers;
+//              registers; per device where a rank's blocks are on two (a cpu data source
+//              feeding a cuda placement: RankMemoryProto.devices);
 //   SBP        per op the chosen signature and every candidate with its cost breakdown;
 //   boxing     every transform SBP selection priced (transition, pattern, bytes, seconds) and
 //              the boxing tasks the lowering emitted for it.
@@ -39,6 +40,16 @@ struct RegisterUse {
   int64_t bytes = 0;  // count x buffer bytes
 };
 
+// One device of a rank whose memory blocks are on several devices.
+struct DeviceBytes {
+  std::string device;          // "cuda:0"
+  int64_t planned_bytes = 0;   // its blocks
+  int64_t naive_bytes = 0;     // its registers without reuse
+  friend bool operator==(const DeviceBytes& a, const DeviceBytes& b) {
+    return a.device == b.device && a.planned_bytes == b.planned_bytes && a.naive_bytes == b.naive_bytes;
+  }
+};
+
 struct RankReport {
   int32_t rank = 0;
   int64_t planned_bytes = 0;     // the peak: planned blocks + transfer staging
@@ -53,6 +64,7 @@ struct RankReport {
   std::map<std::string, int64_t> bytes_by_category;  // naive bytes by owner
   std::vector<RegisterUse> largest;                   // the biggest registers, largest first
   int64_t bytes_received_per_step = 0;
+  std::vector<DeviceBytes> devices;  // empty unless the rank's blocks are on several devices
 };
 
 struct PlanSummary {

@@ -392,9 +392,10 @@ class Simulator {
       case TaskProto::BOXING_SLICE:
       case TaskProto::BOXING_CONCAT:
       case TaskProto::BOXING_ADD:
-      case TaskProto::COPY:
       case TaskProto::ACCUMULATE:
         return c.task_overhead_seconds + compiler::LocalCopySeconds(static_cast<double>(in_bytes + out_bytes), c);
+      case TaskProto::COPY:  // host <-> device on its copy stream (PCIe; a memcpy on CPU profiles)
+        return c.task_overhead_seconds + compiler::CopySeconds(out_bytes, c);
       case TaskProto::SOURCE:
         return t.kind == Kind::kInputSource
                    ? c.task_overhead_seconds + compiler::LocalCopySeconds(static_cast<double>(out_bytes), c)

@@ -1,0 +1,54 @@
+// Profiles price host <-> device copies (COPY tasks): the GPU profile's PCIe link from its
+// host_device keys, a CPU profile's calibrated memcpy rate when it has none; the keys round-trip
+// through SaveProfile / LoadProfile.
+#include <cstdlib>
+#include <string>
+
+#include "gtest/gtest.h"
+#include "oneflow_like/compiler/boxing/cost_model.h"
+#include "tools/plan/calibrate.h"
+
+namespace oneflow_like {
+namespace plan_tool {
+namespace {
+
+TEST(ProfileTest, GpuProfilePricesCopiesOnPcie) {
+  absl::StatusOr<Profile> h100 = LoadProfile("tools/plan/profiles/h100.txt");
+  ASSERT_TRUE(h100.ok()) << h100.status();
+  EXPECT_EQ(h100->host_device_bytes_per_second, 6.4e10);
+  EXPECT_EQ(h100->host_device_alpha_seconds, 5e-6);
+  compiler::CostConfig cost;
+  ApplyProfile(*h100, &cost);
+  EXPECT_DOUBLE_EQ(compiler::CopySeconds(int64_t{64} << 20, cost), 5e-6 + (int64_t{64} << 20) / 6.4e10);
+  // HBM is far faster than PCIe: the copy is not priced at memory_bytes_per_second.
+  EXPECT_GT(compiler::CopySeconds(int64_t{64} << 20, cost), 2.0 * (int64_t{64} << 20) / h100->memory_bytes_per_second);
+}
+
+TEST(ProfileTest, CpuProfileWithoutTheKeysCopiesAtTheCalibratedMemcpyRate) {
+  Profile cpu;
+  cpu.flops_per_second = 5e10;
+  cpu.memory_bytes_per_second = 2e10;  // read + write: a copy moves 1e10 bytes per second
+  compiler::CostConfig cost;
+  ApplyProfile(cpu, &cost);
+  EXPECT_DOUBLE_EQ(cost.host_device.beta_seconds_per_byte, 1.0 / 1e10);
+  EXPECT_EQ(cost.host_device.alpha_seconds, compiler::CostConfig().host_device.alpha_seconds);
+}
+
+TEST(ProfileTest, HostDeviceKeysRoundTrip) {
+  Profile p;
+  p.flops_per_second = 1e12;
+  p.memory_bytes_per_second = 1e11;
+  p.host_device_alpha_seconds = 7e-6;
+  p.host_device_bytes_per_second = 2.5e10;
+  const char* dir = std::getenv("TEST_TMPDIR");
+  const std::string path = std::string(dir != nullptr ? dir : "/tmp") + "/profile_test.txt";
+  ASSERT_TRUE(SaveProfile(p, path).ok());
+  absl::StatusOr<Profile> back = LoadProfile(path);
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(back->host_device_alpha_seconds, 7e-6);
+  EXPECT_EQ(back->host_device_bytes_per_second, 2.5e10);
+}
+
+}  // namespace
+}  // namespace plan_tool
+}  // namespace oneflow_like
