@@ -272,6 +272,47 @@ absl::StatusOr<BoxingPlan> PointToPointExpander::Expand(const BoxingRequest& req
   return plan;
 }
 
+BoxingShape BoxingShape::Of(BoxingPlan plan) {
+  BoxingShape shape;
+  shape.num_source_values = plan.num_source_values();
+  shape.num_values = static_cast<int32_t>(plan.values.size());
+  for (const BoxingStep& step : plan.steps) {
+    const bool collective = step.kind == StepKind::kCollective;
+    shape.num_tasks += collective ? static_cast<int64_t>(step.group.size()) : 1;
+    shape.num_collectives += collective ? 1 : 0;
+  }
+  shape.dst_values = plan.dst_values;
+  shape.plan = std::move(plan);
+  return shape;
+}
+
+absl::StatusOr<BoxingShape> BoxingExpander::Shape(const BoxingRequest& request) const {
+  ASSIGN_OR_RETURN(BoxingPlan plan, Expand(request));
+  return BoxingShape::Of(std::move(plan));
+}
+
+absl::StatusOr<BoxingShape> PointToPointExpander::Shape(const BoxingRequest& request) const {
+  RETURN_IF_ERROR(ValidateBoxingRequest(request));
+  BoxingShape shape;
+  shape.num_source_values = static_cast<int32_t>(request.src_placement.num_devices());
+  shape.num_values = shape.num_source_values;
+  if (ClassifyBoxing(request) == BoxingKind::kIdentity) {
+    shape.dst_values = SourceIds(request);
+    return shape;
+  }
+  ASSIGN_OR_RETURN(Schedule schedule, ChooseSchedule(request, options_, /*need_cost=*/false));
+  StepSink counter(nullptr, nullptr, SizeOf(request.desc.dtype), shape.num_source_values);
+  shape.dst_values = EmitStages(request, schedule.stages, options_.cost, SourceIds(request), &counter);
+  shape.num_values = counter.next_value();
+  shape.num_tasks = shape.num_values - shape.num_source_values;  // one value per step, no collectives
+  return shape;
+}
+
+absl::StatusOr<BoxingShape> CollectiveExpander::Shape(const BoxingRequest& request) const {
+  if (request.src_placement != request.dst_placement) return PointToPointExpander(options_).Shape(request);
+  return BoxingExpander::Shape(request);
+}
+
 absl::StatusOr<BoxingEstimate> EstimateBoxing(const BoxingRequest& request, const BoxingOptions& options) {
   RETURN_IF_ERROR(ValidateBoxingRequest(request));
   BoxingEstimate estimate;

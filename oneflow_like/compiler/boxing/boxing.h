@@ -39,6 +39,7 @@
 #ifndef ONEFLOW_LIKE_COMPILER_BOXING_BOXING_H_
 #define ONEFLOW_LIKE_COMPILER_BOXING_BOXING_H_
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -85,12 +86,28 @@ struct BoxingOptions {
   SchedulePolicy policy = SchedulePolicy::kAuto;
 };
 
+// What a lowering of one rank needs of a plan that rank takes no part in (lower/plan_cache.cc):
+// the counts and the destination values, without the steps, so a 10^6-step plan of other ranks
+// costs no memory. Equal to the counts of the plan Expand builds for the same request.
+struct BoxingShape {
+  int32_t num_source_values = 0;
+  int32_t num_values = 0;       // sources included
+  int64_t num_tasks = 0;        // one per step; a collective step one per member
+  int64_t num_collectives = 0;  // collective steps
+  std::vector<int32_t> dst_values;
+  std::optional<BoxingPlan> plan;  // the whole plan, where the expander built it anyway
+
+  static BoxingShape Of(BoxingPlan plan);
+};
+
 class BoxingExpander {
  public:
   virtual ~BoxingExpander() = default;
   virtual std::string name() const = 0;
   // The plan for `request`; InvalidArgument for a bad request.
   virtual absl::StatusOr<BoxingPlan> Expand(const BoxingRequest& request) const = 0;
+  // The shape of Expand(request)'s plan; by default built from the plan itself.
+  virtual absl::StatusOr<BoxingShape> Shape(const BoxingRequest& request) const;
 };
 
 class PointToPointExpander final : public BoxingExpander {
@@ -98,6 +115,8 @@ class PointToPointExpander final : public BoxingExpander {
   explicit PointToPointExpander(BoxingOptions options = {}) : options_(std::move(options)) {}
   std::string name() const override { return "point_to_point"; }
   absl::StatusOr<BoxingPlan> Expand(const BoxingRequest& request) const override;
+  // Counts the steps as they are emitted, keeping none.
+  absl::StatusOr<BoxingShape> Shape(const BoxingRequest& request) const override;
 
  private:
   BoxingOptions options_;
@@ -109,6 +128,8 @@ class CollectiveExpander final : public BoxingExpander {
   explicit CollectiveExpander(BoxingOptions options = {}) : options_(std::move(options)) {}
   std::string name() const override { return "collective"; }
   absl::StatusOr<BoxingPlan> Expand(const BoxingRequest& request) const override;
+  // Between placements the point-to-point fallback's shape (no collective there).
+  absl::StatusOr<BoxingShape> Shape(const BoxingRequest& request) const override;
 
  private:
   BoxingOptions options_;

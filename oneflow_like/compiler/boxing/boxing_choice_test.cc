@@ -104,6 +104,47 @@ TEST(BoxingChoiceTest, AutoIsTheFirstCheapestOfThePoliciesCostedInFull) {
   EXPECT_TRUE(winners.contains(BoxingSchedule::kStaged));
 }
 
+// Shape (what a per-rank lowering keeps of plans its rank takes no part in) equals the counts of
+// the plan Expand builds, without building it for point-to-point.
+TEST(BoxingShapeTest, EqualsTheCountsOfTheExpandedPlan) {
+  const std::string r8 = Ranks(8), m42 = Mesh(4, 2), other = "cpu:[8,9,10,11,12,13,14,15]";
+  const std::vector<BoxingRequest> requests = {
+      MakeRequest("[64,16]", r8, "P", r8, "B"),
+      MakeRequest("[13,11]", r8, "S(0)", r8, "S(1)"),
+      MakeRequest("[13,5]", r8, "B", r8, "B"),  // identity
+      MakeRequest("[13,5]", r8, "S(0)", other, "B"),
+      MakeRequest("[16,6]", m42, "P, P", m42, "S(0), B"),
+      MakeRequest("[9,7]", m42, "S(1), S(0)", "cpu:[[8,9],[10,11],[12,13],[14,15]]", "S(0), S(1)"),
+  };
+  const PointToPointExpander p2p;
+  const CollectiveExpander collective;
+  for (const BoxingRequest& r : requests) {
+    for (const BoxingExpander* expander : {static_cast<const BoxingExpander*>(&p2p),
+                                           static_cast<const BoxingExpander*>(&collective)}) {
+      SCOPED_TRACE(absl::StrCat(expander->name(), " ", r.ToString()));
+      const BoxingPlan plan = expander->Expand(r).value();
+      const BoxingShape shape = expander->Shape(r).value();
+      int64_t tasks = 0, collectives = 0;
+      for (const BoxingStep& step : plan.steps) {
+        tasks += step.kind == StepKind::kCollective ? static_cast<int64_t>(step.group.size()) : 1;
+        collectives += step.kind == StepKind::kCollective ? 1 : 0;
+      }
+      EXPECT_EQ(shape.num_source_values, plan.num_source_values());
+      EXPECT_EQ(shape.num_values, static_cast<int32_t>(plan.values.size()));
+      EXPECT_EQ(shape.num_tasks, tasks);
+      EXPECT_EQ(shape.num_collectives, collectives);
+      EXPECT_EQ(shape.dst_values, plan.dst_values);
+      // Point-to-point never builds the steps; the collective expander keeps the plans it built
+      // (one placement: one step per group), not its point-to-point fallback between placements.
+      EXPECT_EQ(shape.plan.has_value(), expander == &collective && r.src_placement == r.dst_placement);
+    }
+  }
+  // A bad request: the same error as Expand's.
+  const BoxingRequest bad = MakeRequest("[3,5]", r8, "S(0)", r8, "B");
+  EXPECT_EQ(p2p.Shape(bad).status(), p2p.Expand(bad).status());
+  EXPECT_EQ(p2p.Shape(bad).status().code(), absl::StatusCode::kInvalidArgument);
+}
+
 }  // namespace
 }  // namespace compiler
 }  // namespace oneflow_like

@@ -77,6 +77,8 @@ class StepSink {
   // Costing only, and the accumulator gave up (BoxingCostAccumulator::set_give_up_above): the
   // emitters may stop early; what they return is then meaningless.
   bool gave_up() const { return plan_ == nullptr && cost_ != nullptr && cost_->gave_up(); }
+  // The id the next value will get (= the values so far, sources included).
+  int32_t next_value() const { return next_value_; }
 
  private:
   int32_t NewValue(DeviceRef device, const Region& region);

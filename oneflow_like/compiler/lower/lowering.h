@@ -169,6 +169,8 @@ class Lowerer {
   // `use`).
   absl::StatusOr<const CachedPlan*> PlanFor(TensorId tensor, const Value& src, const Placement& placement,
                                             const NdSbp& nd_sbp, bool use);
+  absl::StatusOr<CachedPlan> PlanForOneRank(const TensorNode& t, const Value& src, const Placement& placement,
+                                            const NdSbp& nd_sbp);
   // boxing_lower.cc
   absl::StatusOr<Value> EmitBoxing(TensorId tensor, const Value& src, const Placement& placement,
                                    const NdSbp& nd_sbp);
@@ -203,6 +205,7 @@ class Lowerer {
   // Boxing plans by request (name excluded) and by canonical (shifted) request (plan_cache.cc).
   absl::node_hash_map<std::string, CachedPlan> plan_cache_;  // node: PlanFor hands out pointers
   absl::node_hash_map<std::string, CanonicalPlan> canonical_;
+  absl::node_hash_map<std::string, BoxingShape> shapes_;  // one rank: by canonical request
   std::vector<TensorBindingProto> bindings_;  // in creation order
   std::vector<int32_t> binding_rank_;         // the rank of each entry of bindings_
   // One rank: mirror counts. summaries_[value.summary]: the ops reading the value;

@@ -5,8 +5,10 @@
 // the cost model's ranks per node (the stages of a pipeline: cpu:[0..63] and cpu:[64..127]): the
 // planner decides by parallel ids and link classes only, so the plan of the shifted request is
 // the canonical plan with its ranks shifted (not when CostConfig::rank_to_node places ranks).
-// Lowering one rank, a plan it takes no part in is kept as counts only (tasks, collectives, which
-// source values destinations reuse; for a bucketable plan its steps' groups and volumes).
+// Lowering one rank (not kAuto, PlanForOneRank), a plan it takes part in is built for the real
+// ranks, and of a plan it takes no part in only the shape is computed (BoxingExpander::Shape, once
+// per canonical request: counts, which source values destinations reuse; for a bucketable plan its
+// steps' groups and volumes); no whole canonical plan is kept.
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
@@ -77,6 +79,21 @@ int64_t GroupVolume(const BoxingPlan& plan, const BoxingStep& step) {
   int64_t v = 1;
   for (int a = 0; a < box.num_axes(); ++a) v *= box.end[a] - box.begin[a];
   return v;
+}
+
+// Counts of a plan known by its shape alone (no steps: point-to-point, so not bucketable).
+PlanLayout CountsOfShape(const BoxingShape& shape) {
+  PlanLayout layout;
+  layout.num_tasks = shape.num_tasks;
+  layout.num_collectives = shape.num_collectives;
+  layout.aliased_source.assign(shape.num_source_values, false);
+  layout.is_destination.assign(shape.num_values, false);
+  for (int32_t v : shape.dst_values) {
+    if (v < 0 || v >= shape.num_values) continue;  // reported by EmitBoxing
+    layout.is_destination[v] = true;
+    if (v < shape.num_source_values) layout.aliased_source[v] = true;
+  }
+  return layout;
 }
 
 // What every use needs, lowered rank or not: counts, reused sources, bucketability.
@@ -150,6 +167,10 @@ absl::StatusOr<const CachedPlan*> Lowerer::PlanFor(TensorId tensor, const Value&
   const CostConfig& cost = options_.boxing_options.cost;
   const std::string key = PlanKey(*t.desc, src.placement, src.nd_sbp, placement, nd_sbp);
   auto cached = plan_cache_.find(key);
+  if (cached == plan_cache_.end() && builder_.only_rank() >= 0 && collective_expander_ == nullptr) {
+    ASSIGN_OR_RETURN(CachedPlan entry, PlanForOneRank(t, src, placement, nd_sbp));
+    cached = plan_cache_.emplace(key, std::move(entry)).first;
+  }
   if (cached == plan_cache_.end()) {
     BoxingRequest request{*t.desc, src.placement, src.nd_sbp, placement, nd_sbp, absl::StrCat("tensor '", t.name, "'")};
     const int32_t shift = CanonicalShift(src.placement, placement, cost);
@@ -210,6 +231,49 @@ absl::StatusOr<const CachedPlan*> Lowerer::PlanFor(TensorId tensor, const Value&
     if (choice != choices_.end()) choice->second.set_uses(choice->second.uses() + 1);
   }
   return &cached->second;
+}
+
+// One rank (not kAuto): whole plans only where the rank takes part, built for the real ranks;
+// for the others only their shape, memoized per canonical request (no steps are kept, so the
+// 10^5..10^6-step boxings of other stages cost neither the memory nor the time of building them).
+absl::StatusOr<CachedPlan> Lowerer::PlanForOneRank(const TensorNode& t, const Value& src, const Placement& placement,
+                                                   const NdSbp& nd_sbp) {
+  const Rank me(builder_.only_rank());
+  BoxingRequest request{*t.desc, src.placement, src.nd_sbp, placement, nd_sbp, absl::StrCat("tensor '", t.name, "'")};
+  CachedPlan entry;
+  if (src.placement.Contains(me) || placement.Contains(me)) {
+    ASSIGN_OR_RETURN(entry.plan, expander_->Expand(request));
+    entry.layout = LayOut(entry.plan, me.value());
+    return entry;
+  }
+  const int32_t shift = CanonicalShift(src.placement, placement, options_.boxing_options.cost);
+  BoxingRequest shifted = request;
+  shifted.src_placement = Shifted(src.placement, -shift);
+  shifted.dst_placement = Shifted(placement, -shift);
+  const std::string canonical_key = PlanKey(*t.desc, shifted.src_placement, src.nd_sbp, shifted.dst_placement, nd_sbp);
+  auto shape = shapes_.find(canonical_key);
+  if (shape == shapes_.end()) {
+    absl::StatusOr<BoxingShape> built = expander_->Shape(shifted);
+    if (!built.ok()) return expander_->Shape(request).status();  // the error naming the real ranks
+    shape = shapes_.emplace(canonical_key, *std::move(built)).first;
+  }
+  entry.complete = false;
+  entry.plan.desc = *t.desc;
+  if (!shape->second.plan.has_value()) {
+    entry.layout = CountsOfShape(shape->second);
+    return entry;
+  }
+  const BoxingPlan& canon = *shape->second.plan;  // a bucketable plan keeps its steps' groups
+  entry.layout = Counts(canon);
+  if (entry.layout.collectives_only) {
+    for (const BoxingStep& step : canon.steps) {
+      BoxingStep& kept = entry.plan.steps.emplace_back();
+      kept.kind = step.kind;
+      kept.collective = step.collective;
+      for (Rank r : step.group) kept.group.push_back(ShiftRank(r, shift));
+    }
+  }
+  return entry;
 }
 
 }  // namespace lower_internal
