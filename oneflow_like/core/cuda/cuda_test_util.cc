@@ -1,5 +1,6 @@
 #include "oneflow_like/core/cuda/cuda_test_util.h"
 
+#include <cmath>
 #include <cstdlib>
 
 #include "oneflow_like/core/cuda/cuda_status.h"
@@ -79,6 +80,17 @@ void CudaKernelTest::ExpectClose(const Tensor& actual, const Tensor& expected, T
       break;
   }
   ::oneflow_like::testing::ExpectTensorNear(actual, expected, rtol, atol, what);
+}
+
+void CudaKernelTest::ExpectEqualValues(const Tensor& actual, const Tensor& expected, const std::string& what) {
+  ASSERT_EQ(actual.desc(), expected.desc()) << what;
+  int reported = 0;
+  for (int64_t i = 0; i < expected.elem_count() && reported < 5; ++i) {
+    const double a = actual.GetAsDouble(i), e = expected.GetAsDouble(i);
+    if ((std::isnan(a) && std::isnan(e)) || a == e) continue;
+    ADD_FAILURE() << what << ": element " << i << " is " << a << ", the CPU gives " << e;
+    ++reported;
+  }
 }
 
 }  // namespace testing

@@ -78,6 +78,9 @@ class CudaKernelTest : public ::testing::Test {
 
   // gtest assertion with the tolerance for the dtype of `expected`.
   static void ExpectClose(const Tensor& actual, const Tensor& expected, Tolerance tolerance, const std::string& what);
+  // gtest assertion: same desc and equal values (any dtype, compared as doubles; NaN equals NaN,
+  // payloads are not compared).
+  static void ExpectEqualValues(const Tensor& actual, const Tensor& expected, const std::string& what);
 
  private:
   ::oneflow_like::testing::OpTest cpu_;
