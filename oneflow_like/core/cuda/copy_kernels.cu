@@ -70,6 +70,13 @@ int64_t ByteOffset(const std::vector<int64_t>& dims, const std::vector<int64_t>&
 
 }  // namespace
 
+absl::Status CopyBytes(void* dst, const void* src, int64_t bytes, cudaStream_t stream) {
+  if (bytes < 0) return absl::InvalidArgumentError(absl::StrCat("cuda CopyBytes: negative size ", bytes));
+  if (bytes == 0 || dst == src) return absl::OkStatus();
+  return CudaStatus(cudaMemcpyAsync(dst, src, static_cast<size_t>(bytes), cudaMemcpyDeviceToDevice, stream),
+                    absl::StrCat("cudaMemcpyAsync(", bytes, " bytes device to device)"));
+}
+
 absl::Status StridedCopy(const std::vector<int64_t>& shape, int64_t elem_size, void* dst,
                          const std::vector<int64_t>& dst_strides, const void* src,
                          const std::vector<int64_t>& src_strides, cudaStream_t stream) {

@@ -2,6 +2,8 @@
 // core/ops/reduce_ops.cc): one strided copy, as ops::CopyStrided on the CPU, and the shape ops
 // written with it. Raw bytes of any dtype (elem_size 1, 2, 4 or 8), strides in elements.
 //
+//   CopyBytes    dst = src, `bytes` bytes (reshape, identity: cudaMemcpyAsync device to device;
+//                nothing when dst == src).
 //   StridedCopy  dst[sum_a i_a * dst_strides[a]] = src[sum_a i_a * src_strides[a]] for every
 //                index i of `shape` (a zero source stride broadcasts).
 //   Transpose    y = x with axes permuted: y.dims[j] = x.dims[perm[j]].
@@ -26,6 +28,8 @@
 
 namespace oneflow_like {
 namespace cuda {
+
+absl::Status CopyBytes(void* dst, const void* src, int64_t bytes, cudaStream_t stream);
 
 absl::Status StridedCopy(const std::vector<int64_t>& shape, int64_t elem_size, void* dst,
                          const std::vector<int64_t>& dst_strides, const void* src,

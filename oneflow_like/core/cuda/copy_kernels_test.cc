@@ -115,6 +115,18 @@ TEST_F(CopyTest, ConcatAndSplit) {
   }
 }
 
+TEST_F(CopyTest, ReshapeAndIdentityAreByteCopies) {
+  const Tensor x = RandomTensor(DataType::kFloat32, Shape({3, 5, 7}), 110);
+  const Tensor want = cpu().RunOne("reshape", {x}, {{"shape", std::vector<int64_t>{15, 7}}});
+  void* y = OutputRaw(want.byte_size());
+  ASSERT_OK(CopyBytes(y, Up(x), x.byte_size(), stream()));
+  ExpectSame(y, want, "reshape");
+  const Tensor same = cpu().RunOne("identity", {x});
+  void* z = OutputRaw(same.byte_size());
+  ASSERT_OK(CopyBytes(z, Up(x), x.byte_size(), stream()));
+  ExpectSame(z, same, "identity");
+}
+
 // Host-side validation: runs without a GPU too (nothing is launched).
 TEST(CopyShapes, BadArgumentsAreInvalidArgument) {
   EXPECT_EQ(Transpose(nullptr, {3, 5}, {0, 0}, 4, nullptr, nullptr).code(), absl::StatusCode::kInvalidArgument);

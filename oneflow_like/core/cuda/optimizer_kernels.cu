@@ -74,6 +74,11 @@ __global__ void AdamKernel(const T* param, const T* grad, const T* m, const T* v
   }
 }
 
+template <typename I>
+__global__ void StepIncrementKernel(const I* step, I* step_out) {
+  *step_out = static_cast<I>(*step + 1);
+}
+
 }  // namespace
 
 template <typename T>
@@ -110,6 +115,14 @@ absl::Status AdamUpdate(const T* param, const T* grad, const T* m, const T* v, c
   return CudaLaunchStatus("adam_update");
 }
 
+template <typename I>
+absl::Status StepIncrement(const I* step, I* step_out, cudaStream_t stream) {
+  StepIncrementKernel<I><<<1, 1, 0, stream>>>(step, step_out);
+  return CudaLaunchStatus("step_increment");
+}
+
+template absl::Status StepIncrement<int32_t>(const int32_t*, int32_t*, cudaStream_t);
+template absl::Status StepIncrement<int64_t>(const int64_t*, int64_t*, cudaStream_t);
 template absl::Status SgdPlainUpdate<float>(const float*, const float*, int64_t, const SgdOptions&, float*,
                                             cudaStream_t);
 template absl::Status SgdPlainUpdate<double>(const double*, const double*, int64_t, const SgdOptions&, double*,

@@ -13,6 +13,7 @@
 //                   computed on the device in double, as the CPU op does on the host).
 //                   t < 1 is an error on the CPU; here the outputs are left unwritten, so check
 //                   the counter where it can go wrong.
+//   StepIncrement   step_out = step + 1 (a device int scalar; may be in place).
 //
 // n elements each; outputs may alias their inputs (in place: param_out = param, m_out = m, ...).
 // Device pointers; enqueued on `stream`. Errors: Internal naming the kernel on a launch
@@ -56,6 +57,9 @@ absl::Status SgdUpdate(const T* param, const T* grad, const T* buf, int64_t n, c
 template <typename T, typename I>
 absl::Status AdamUpdate(const T* param, const T* grad, const T* m, const T* v, const I* step, int64_t n,
                         const AdamOptions& options, T* param_out, T* m_out, T* v_out, cudaStream_t stream);
+
+template <typename I>
+absl::Status StepIncrement(const I* step, I* step_out, cudaStream_t stream);
 
 }  // namespace cuda
 }  // namespace oneflow_like

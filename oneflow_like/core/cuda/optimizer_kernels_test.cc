@@ -99,6 +99,20 @@ class OptimizerTest : public CudaKernelTest {
   }
 };
 
+TEST_F(OptimizerTest, StepIncrement) {
+  for (DataType dt : {DataType::kInt64, DataType::kInt32}) {
+    const Tensor step = TensorFromDoubles(dt, Shape{}, {41});
+    const Tensor want = cpu().RunOne("step_increment", {step});
+    void* s = UploadRaw(step);
+    if (dt == DataType::kInt64) {
+      ASSERT_OK(StepIncrement<int64_t>(static_cast<int64_t*>(s), static_cast<int64_t*>(s), stream()));
+    } else {
+      ASSERT_OK(StepIncrement<int32_t>(static_cast<int32_t*>(s), static_cast<int32_t*>(s), stream()));
+    }
+    ExpectEqualValues(Download(s, step.desc()), want, std::string("step_increment ") + DataTypeName(dt));
+  }
+}
+
 TEST_F(OptimizerTest, Float) { CheckAll<float>(); }
 TEST_F(OptimizerTest, Double) { CheckAll<double>(); }
 
