@@ -44,12 +44,18 @@ class GptWriter {
     for (size_t i = 0; i < names.size(); ++i) stream_of_[names[i].job_name] = i;
   }
 
+  // The same ranks' cpu (the placement itself on a CPU layout).
+  static Placement Host(const Placement& p) {
+    return p.device_type() == DeviceType::kCpu ? p : *Placement::Create(DeviceType::kCpu, p.ranks(), p.hierarchy());
+  }
+
   absl::StatusOr<compiler::Graph> Write(const TrainOptions& train) {
     seed_ = train.seed;
     const int64_t per_stage = (c_.n_layer + l_.pp - 1) / l_.pp;
     stage_ = 0;
     StageMesh mesh0(l_, 0);
-    TensorRef idx = b_.Input("idx", {c_.batch, c_.seq_len}, DataType::kInt64, mesh0.placement(), mesh0.Data());
+    // The data is fed on the host: on a cuda layout, COPY tasks take it to the devices.
+    TensorRef idx = b_.Input("idx", {c_.batch, c_.seq_len}, DataType::kInt64, Host(mesh0.placement()), mesh0.Data());
     TensorRef wte = Param("wte", {c_.vocab, c_.n_embd}, std::nullopt, WeightInit("wte"));
     TensorRef wpe = Param("wpe", {c_.seq_len, c_.n_embd}, std::nullopt, WeightInit("wpe"));
     TensorRef x = Op("embedding", {wte, idx}, {}, "wte.lookup");
@@ -63,7 +69,7 @@ class GptWriter {
     stage_ = l_.pp - 1;
     StageMesh last(l_, stage_);
     TensorRef targets =
-        b_.Input("targets", {c_.batch, c_.seq_len}, DataType::kInt64, last.placement(), last.Data());
+        b_.Input("targets", {c_.batch, c_.seq_len}, DataType::kInt64, Host(last.placement()), last.Data());
     TensorRef h = LayerNorm("ln_f", x);
     TensorRef head = Param("lm_head.weight", {c_.vocab, c_.n_embd}, std::nullopt, WeightInit("lm_head.weight"));
     TensorRef logits = Op("matmul", {h, head}, {{"transpose_b", true}}, "lm_head");

@@ -27,8 +27,9 @@ struct ParallelLayout {
   int64_t dp = 1;  // data-parallel degree
   int64_t tp = 1;  // tensor-parallel degree
   int64_t pp = 1;  // pipeline stages
-  // Every placement's device type (one device per rank). kCuda jobs compile and plan (olplan
-  // prices them with a GPU profile); running them needs the CUDA backend (issue 14).
+  // Every placement's device type (one device per rank), except the data inputs, which are fed
+  // on the same ranks' host (COPY tasks move them to the devices). kCuda jobs compile and plan
+  // (olplan prices them with a GPU profile); running them needs the CUDA backend (issue 14).
   DeviceType device = DeviceType::kCpu;
   int64_t world() const { return dp * tp * pp; }
 };

@@ -15,6 +15,7 @@
 #include "oneflow_like/compiler/plan/plan_verifier.h"
 #include "oneflow_like/compiler/plan/rank_plans.h"
 #include "oneflow_like/compiler/test_util.h"
+#include "oneflow_like/models/gpt.h"
 
 namespace oneflow_like {
 namespace compiler {
@@ -101,6 +102,41 @@ TEST(DeviceCopyCompileTest, HostDataCudaModelLossBackToHost) {
     ASSERT_TRUE(merged.ok()) << merged.status();
     SealPlan(&*merged);
     EXPECT_EQ(merged->content_hash(), whole->content_hash());
+  }
+}
+
+// The GPT builder on a cuda layout feeds idx and targets on the host: every rank of the first
+// stage copies idx to its device, every rank of the last copies targets, the loss comes back.
+TEST(DeviceCopyCompileTest, CudaGptFeedsItsDataFromTheHost) {
+  std::unique_ptr<OpRegistry> registry = testing::BuiltinRegistry();
+  const models::GptConfig config{.vocab = 64, .seq_len = 8, .n_layer = 2, .n_embd = 16, .n_head = 2, .batch = 4};
+  models::TrainOptions train;
+  train.micro_batches = 2;
+  const models::ParallelLayout layout{.dp = 2, .tp = 1, .pp = 2, .device = DeviceType::kCuda};
+  absl::StatusOr<Graph> graph = models::BuildGptJob(*registry, config, layout, train);
+  ASSERT_TRUE(graph.ok()) << graph.status();
+  CompileOptions options;
+  options.boxing = BoxingStyle::kCollective;
+  absl::StatusOr<GlobalDecisions> decisions = RunGlobalPasses(*std::move(graph), options);
+  ASSERT_TRUE(decisions.ok()) << decisions.status();
+  absl::StatusOr<PlanProto> whole = LowerDecisions(*decisions, options);
+  ASSERT_TRUE(whole.ok()) << whole.status();
+  for (const RankPlanProto& rank_plan : whole->rank_plans()) {
+    std::string copies;
+    for (const TaskProto& t : rank_plan.tasks()) {
+      if (t.type() == TaskProto::TRANSFER) {
+        EXPECT_NE(t.transfer().peer_rank(), t.rank()) << t.name();
+      }
+      if (t.type() == TaskProto::COPY) copies += t.name().substr(0, t.name().find('.')) + " ";
+    }
+    // Ranks 0-1 hold the first stage, 2-3 the last (the loss).
+    EXPECT_EQ(copies, rank_plan.rank() < 2 ? "idx " : "targets loss ") << "rank " << rank_plan.rank();
+  }
+  for (int32_t r = 0; r < whole->world_size(); ++r) {
+    options.only_rank = r;
+    absl::StatusOr<PlanProto> part = LowerDecisions(*decisions, options);
+    ASSERT_TRUE(part.ok()) << "rank " << r << ": " << part.status();
+    EXPECT_TRUE(Bytes(part->rank_plans(0)) == Bytes(whole->rank_plans(r))) << "rank " << r << "'s plan differs";
   }
 }
 
