@@ -108,7 +108,7 @@ absl::StatusOr<Value> Lowerer::EmitBoxing(TensorId tensor, const Value& src, con
     const int64_t task = builder_.AddTask(result.task_base + offset, std::move(info));
     const BoxingValue& out = plan.values[output];
     builder_.AddRegister(result.reg_base + offset, task, TensorDesc{t.desc->dtype, out.region.shape()},
-                         absl::StrCat(base, ".v", output, "@r", out.device.rank.value()), src.step_rate);
+                         absl::StrCat(base, ".v", OriginalValue(layout, output), "@r", out.device.rank.value()), src.step_rate);
     return task;
   };
   auto new_task = [&](TaskProto::Type type, const BoxingValue& where, const std::string& suffix) {

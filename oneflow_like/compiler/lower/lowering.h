@@ -49,7 +49,12 @@ struct PlanLayout {
   std::vector<int32_t> local_steps;       // one rank: the steps it runs, sends from or joins
   bool collectives_only = false;          // ALL_REDUCE or REDUCE_SCATTER calls alone: bucketable
   std::vector<int64_t> group_volume;      // collectives_only: by step, elements of its group region
+  std::vector<int32_t> original_value;    // a reduced plan (one rank): by value, its id in the whole
+                                          // plan (names use it); empty: the same ids
 };
+inline int32_t OriginalValue(const PlanLayout& layout, int32_t v) {
+  return layout.original_value.empty() ? v : layout.original_value[v];
+}
 
 // plan_cache.cc. `complete` false (lowering one rank that takes no part): plan holds only desc
 // and, if collectives_only, its steps' kind, collective and group; layout only the counts,

@@ -145,6 +145,86 @@ PlanLayout LayOut(const BoxingPlan& plan, int32_t only_rank) {
   return layout;
 }
 
+// One rank's part of `full` (which it takes part in), renumbered: the sources, every destination
+// value, the rank's steps, the steps defining their inputs and the destinations, and the values
+// those steps read or define; ids in order, offsets and names those of the whole plan. A 10^6-step
+// plan of which a rank runs 10^3 steps is kept at that size.
+CachedPlan Reduce(const BoxingPlan& full, int32_t me) {
+  const PlanLayout whole = LayOut(full, me);
+  const int32_t num_sources = full.num_source_values();
+  std::vector<bool> keep_step(full.steps.size(), false), local(full.steps.size(), false);
+  for (int32_t k : whole.local_steps) local[k] = true;
+  auto keep_defining = [&](int32_t v) {
+    if (v >= num_sources && v < static_cast<int32_t>(full.values.size()) && whole.value_step[v] >= 0) {
+      keep_step[whole.value_step[v]] = true;
+    }
+  };
+  for (int32_t k : whole.local_steps) {
+    keep_step[k] = true;
+    for (int32_t in : full.steps[k].inputs) keep_defining(in);
+  }
+  for (int32_t v : full.dst_values) keep_defining(v);
+  std::vector<bool> keep_value(full.values.size(), false);
+  for (int32_t v = 0; v < num_sources && v < static_cast<int32_t>(full.values.size()); ++v) keep_value[v] = true;
+  auto keep = [&](int32_t v) {
+    if (v >= 0 && v < static_cast<int32_t>(full.values.size())) keep_value[v] = true;
+  };
+  for (int32_t v : full.dst_values) keep(v);
+  for (size_t k = 0; k < full.steps.size(); ++k) {
+    if (!keep_step[k]) continue;
+    const BoxingStep& step = full.steps[k];
+    const int32_t outputs = step.kind == StepKind::kCollective ? static_cast<int32_t>(step.group.size()) : 1;
+    for (int32_t m = 0; m < outputs; ++m) keep(step.output + m);
+    if (local[k]) {
+      for (int32_t in : step.inputs) keep(in);
+    }
+  }
+  CachedPlan out;
+  BoxingPlan& plan = out.plan;
+  PlanLayout& layout = out.layout;
+  plan.desc = full.desc;
+  plan.src_placement = full.src_placement;
+  plan.src_sbp = full.src_sbp;
+  plan.dst_placement = full.dst_placement;
+  plan.dst_sbp = full.dst_sbp;
+  plan.kind = full.kind;
+  plan.axis_kinds = full.axis_kinds;
+  plan.schedule = full.schedule;
+  plan.schedule_detail = full.schedule_detail;
+  std::vector<int32_t> new_value(full.values.size(), -1), new_step(full.steps.size(), -1);
+  for (size_t v = 0; v < full.values.size(); ++v) {
+    if (!keep_value[v]) continue;
+    new_value[v] = static_cast<int32_t>(plan.values.size());
+    plan.values.push_back(full.values[v]);
+    layout.original_value.push_back(static_cast<int32_t>(v));
+    layout.value_offset.push_back(whole.value_offset[v]);
+    layout.is_destination.push_back(whole.is_destination[v]);
+  }
+  auto renumber = [&](int32_t v) { return v >= 0 && v < static_cast<int32_t>(full.values.size()) ? new_value[v] : -1; };
+  for (size_t k = 0; k < full.steps.size(); ++k) {
+    if (!keep_step[k]) continue;
+    new_step[k] = static_cast<int32_t>(plan.steps.size());
+    BoxingStep step = full.steps[k];
+    for (int32_t& in : step.inputs) in = renumber(in);
+    step.output = renumber(step.output);
+    plan.steps.push_back(std::move(step));
+    layout.step_offset.push_back(whole.step_offset[k]);
+    layout.collective_index.push_back(whole.collective_index[k]);
+  }
+  layout.value_step.resize(plan.values.size(), -1);
+  for (size_t v = 0; v < full.values.size(); ++v) {
+    if (new_value[v] >= 0 && whole.value_step[v] >= 0) layout.value_step[new_value[v]] = new_step[whole.value_step[v]];
+  }
+  for (int32_t v : full.dst_values) plan.dst_values.push_back(renumber(v));
+  for (int32_t k : whole.local_steps) layout.local_steps.push_back(new_step[k]);
+  layout.num_tasks = whole.num_tasks;
+  layout.num_collectives = whole.num_collectives;
+  layout.aliased_source = whole.aliased_source;
+  layout.collectives_only = whole.collectives_only;
+  layout.group_volume = whole.group_volume;
+  return out;
+}
+
 BoxingPlan ShiftPlan(const BoxingPlan& canonical, int32_t by) {
   BoxingPlan plan = canonical;
   if (by == 0) return plan;
@@ -242,9 +322,13 @@ absl::StatusOr<CachedPlan> Lowerer::PlanForOneRank(const TensorNode& t, const Va
   BoxingRequest request{*t.desc, src.placement, src.nd_sbp, placement, nd_sbp, absl::StrCat("tensor '", t.name, "'")};
   CachedPlan entry;
   if (src.placement.Contains(me) || placement.Contains(me)) {
-    ASSIGN_OR_RETURN(entry.plan, expander_->Expand(request));
-    entry.layout = LayOut(entry.plan, me.value());
-    return entry;
+    ASSIGN_OR_RETURN(BoxingPlan plan, expander_->Expand(request));
+    if (CollectivesOnly(plan)) {  // bucketable: bucket.cc reads every step; one per group anyway
+      entry.plan = std::move(plan);
+      entry.layout = LayOut(entry.plan, me.value());
+      return entry;
+    }
+    return Reduce(plan, me.value());
   }
   const int32_t shift = CanonicalShift(src.placement, placement, options_.boxing_options.cost);
   BoxingRequest shifted = request;

@@ -109,7 +109,7 @@ void Lowerer::AddBoxingMirror(const CachedPlan& boxing, const Value& src, int64_
   mirror.mutable_producer()->set_rank(value.device.rank.value());
   *mirror.add_slots() = TensorDescToProto(TensorDesc{plan.desc.dtype, value.region.shape()});
   mirror.mutable_remote()->set_rank(value.device.rank.value());
-  mirror.set_name(absl::StrCat(graph_.tensor(src.tensor).name, ".", BoxingKindName(plan.kind), ".v", v, "@r",
+  mirror.set_name(absl::StrCat(graph_.tensor(src.tensor).name, ".", BoxingKindName(plan.kind), ".v", OriginalValue(boxing.layout, v), "@r",
                                value.device.rank.value()));
   builder_.AddMirror(std::move(mirror));
   MirrorFacts& facts = mirror_facts_[id];
