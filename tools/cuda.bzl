@@ -26,7 +26,7 @@ NVCC_FLAGS = [
     "-Xcompiler",
     "-fPIC",
     "-gencode",
-    "arch=compute_90,code=[sm_90,compute_90]",
+    "'arch=compute_90,code=[sm_90,compute_90]'",
     "-I.",
     "-I$(GENDIR)",
 ]
