@@ -33,6 +33,7 @@ done
 pack="${1:-.gpu_pack/gpu_pack.tar.gz}"
 timeout_s="${CHECK_TIMEOUT_S:-120}"
 work="${TMPDIR:-/tmp}/ol_gpu_checks"
+mkdir -p "$work"
 logs="${OUT:-$work/logs}"
 mkdir -p "$logs"
 
@@ -50,11 +51,11 @@ fi
 
 # The machine's GPU, if any.
 gpu_visible=0
-if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >"$logs/nvidia-smi.txt" 2>&1; then
+if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >"$work/nvidia-smi.txt" 2>&1; then
   gpu_visible=1
-  echo "GPU: $(head -1 "$logs/nvidia-smi.txt")"
+  echo "GPU: $(head -1 "$work/nvidia-smi.txt")"
 else
-  echo "GPU: none visible (nvidia-smi: $(head -1 "$logs/nvidia-smi.txt" 2>/dev/null || echo 'not installed'))"
+  echo "GPU: none visible (nvidia-smi: $(head -1 "$work/nvidia-smi.txt" 2>/dev/null || echo 'not installed'))"
 fi
 
 # Libraries: the pack's, then the machine's CUDA, then PyTorch's nvidia wheels as a fallback.
