@@ -63,6 +63,7 @@ class DirectPlanner {
     }
     for (int a = 0; a < dst.num_mesh_axes(); ++a) {
       const Sbp& s = dst.sbp()[a];
+      if (!s.is_split() && dst.mesh_dim(a) > 1) share_slices_ = true;
       if (s.is_partial_sum() && !(same_placement && src.sbp()[a].is_partial_sum())) owner_axes_.push_back(a);
       if (s.is_broadcast()) dst_broadcast_axes_.push_back(a);
     }
@@ -218,7 +219,9 @@ class DirectPlanner {
   int32_t Fetch(int64_t s, const Region& block) {
     const DeviceRef holder = src_.device(s);
     int32_t value = src_values_[s];
-    if (block != src_.box(s)) {
+    if (block != src_.box(s) && !share_slices_) {
+      value = sink_->Slice(holder, value, block);
+    } else if (block != src_.box(s)) {
       auto key = std::make_pair(s, block);
       auto it = slices_.find(key);
       if (it == slices_.end()) it = slices_.emplace(std::move(key), sink_->Slice(holder, value, block)).first;
@@ -235,6 +238,11 @@ class DirectPlanner {
 
   std::vector<int> split_axes_, broadcast_axes_, free_partial_axes_, matched_axes_;  // source mesh axes
   std::vector<int> owner_axes_, dst_broadcast_axes_;                                 // destination mesh axes
+  // Slices already made, for the destinations that share blocks. Only destinations whose boxes
+  // overlap can (some mesh axis of more than one device not split: B copies, P sum groups); with
+  // every axis split the boxes partition the tensor, each block is asked for once, and a 10^6-entry
+  // map would only cost memory.
+  bool share_slices_ = false;
   absl::flat_hash_map<std::pair<int64_t, Region>, int32_t> slices_;
 
   // The destination device being planned.
