@@ -226,10 +226,43 @@ TEST(DeviceCopyTest, PipelineAcrossDevicePlacementsVerifies) {
   ExpectNoSelfTransfer(plan);
 }
 
+// An op without inputs on the device is paced by the rank's host source (a control input
+// across devices): that register is read on two streams, so it keeps bytes of its own.
+const char kPacedAcrossDevicesText[] =
+    "config(name=\"paced\")\n"
+    "x = input(shape=[8,4]) placement=cpu:[0]\n"
+    "h1 = relu(x) placement=cpu:[0]\n"
+    "h2 = relu(h1) placement=cpu:[0]\n"
+    "s = fill(shape=[8,4], value=1.0) placement=cuda:[0]\n"
+    "h3 = relu(h2) placement=cpu:[0]\n"
+    "h4 = relu(h3) placement=cpu:[0]\n"
+    "h5 = relu(h4) placement=cpu:[0]\n"
+    "y = add(h5, s) placement=cuda:[0]\n"
+    "output(y)\n";
+
+TEST(DeviceCopyTest, ControlInputAcrossDevicesVerifies) {
+  const PlanProto plan = LowerTextOrDie(kPacedAcrossDevicesText);
+  EXPECT_EQ(VerifyPlan(plan), absl::OkStatus());
+  const TaskProto& fill = FindTask(plan, "s@r0");
+  EXPECT_EQ(fill.device().type(), "cuda");
+  EXPECT_EQ(fill.inputs_size(), 0);
+  ASSERT_EQ(fill.consumed_register_ids_size(), 1);  // the pacing register, on the host
+  const RegisterProto& pacing = LocalRegister(plan, 0, fill.consumed_register_ids(0));
+  EXPECT_EQ(pacing.memory().block_id(), 1);
+  // Its bytes are its own: no other register of the host's reusable block overlaps them.
+  const int64_t begin = pacing.memory().offset(), end = begin + pacing.memory().buffer_bytes();
+  for (const RegisterProto& reg : RankPlan(plan, 0).registers()) {
+    if (reg.id() == pacing.id() || !reg.has_memory() || reg.memory().block_id() != 1) continue;
+    const int64_t b = reg.memory().offset(), e = b + reg.count() * reg.memory().buffer_bytes();
+    EXPECT_TRUE(e <= begin || b >= end) << reg.name() << " shares bytes with " << pacing.name();
+  }
+}
+
 TEST(DeviceCopyTest, PerRankLoweringEqualsTheWholePlan) {
   std::unique_ptr<OpRegistry> registry = BuiltinRegistry();
   for (const std::string& text : {HostDeviceText("0"), HostDeviceText("0,1"), std::string(kAcrossRanksText),
-                                  std::string(kTwoLayoutsText), std::string(kPipelineText)}) {
+                                  std::string(kTwoLayoutsText), std::string(kPipelineText),
+                                  std::string(kPacedAcrossDevicesText)}) {
     const PlanProto whole = ExpectPerRankMatchesWhole(AnnotatedGraph(text, *registry), {});
     EXPECT_GT(CountTasks(whole, TaskProto::COPY), 0);
   }

@@ -74,7 +74,7 @@
 // 2k + 1 (reusable), holding every other register on that device (a CPU-only rank: blocks 0
 // and 1). A register is on its producer's device, a COPY's output on CopyParams.to. A
 // register with count 1, piece-rate, not an update, whose producer and consumers are all on
-// this rank's compute streams gets its offset from the memory planner over its lifetime [producer
+// the compute stream of one device of this rank gets its offset from the memory planner over its lifetime [producer
 // position, last consumer position] in the rank's linearized schedule (its tasks in id
 // order); every other register is live the whole step and is laid out back to back after the
 // planned region. buffer_bytes = slot bytes rounded up to `alignment`.

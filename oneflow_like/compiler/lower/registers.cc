@@ -185,7 +185,10 @@ absl::StatusOr<std::vector<RankMemory>> AssignMemory(int64_t alignment, bool reu
     int64_t first = position[producer], last = first;
     for (int64_t c : reg.consumer_tasks) {
       const TaskInfo& consumer = builder->task(c);
-      precise = precise && consumer.proto.rank() == rank && !OffCompute(consumer.proto.type());
+      // On another device (a control input pacing a device op by a host register) it is
+      // another stream: no order to plan a lifetime by.
+      precise = precise && consumer.proto.rank() == rank && !OffCompute(consumer.proto.type()) &&
+                KeyOf(consumer.proto.device()) == KeyOf(producer_task.device());
       if (precise) last = std::max(last, position[builder->TaskIndex(c)]);
     }
     if (precise) {
