@@ -13,26 +13,16 @@ namespace cuda {
 namespace {
 
 using internal::GridFor;
-using internal::kMaxDims;
+using internal::MakePairNest;
+using internal::PairNest;
 using internal::kThreads;
 
-struct CopyNest {
-  int rank = 0;
-  int64_t dims[kMaxDims];
-  int64_t dst_strides[kMaxDims];
-  int64_t src_strides[kMaxDims];
-};
-
+// Operand 0 of the nest is dst, operand 1 is src.
 template <typename W>
-__global__ void CopyKernel(W* dst, const W* src, CopyNest nest, int64_t n) {
+__global__ void CopyKernel(W* dst, const W* src, PairNest nest, int64_t n) {
   OL_GRID_STRIDE_LOOP(i, n) {
-    int64_t rest = i, d_off = 0, s_off = 0;
-    for (int a = nest.rank - 1; a >= 0; --a) {
-      const int64_t idx = rest % nest.dims[a];
-      rest /= nest.dims[a];
-      d_off += idx * nest.dst_strides[a];
-      s_off += idx * nest.src_strides[a];
-    }
+    int64_t d_off, s_off;
+    nest.Offsets(i, &d_off, &s_off);
     dst[d_off] = src[s_off];
   }
 }
@@ -56,7 +46,7 @@ int64_t Count(const std::vector<int64_t>& dims) {
 std::string Dims(const std::vector<int64_t>& d) { return absl::StrCat("[", absl::StrJoin(d, ","), "]"); }
 
 template <typename W>
-void Launch(void* dst, const void* src, const CopyNest& nest, int64_t n, cudaStream_t stream) {
+void Launch(void* dst, const void* src, const PairNest& nest, int64_t n, cudaStream_t stream) {
   CopyKernel<W><<<GridFor(n), kThreads, 0, stream>>>(static_cast<W*>(dst), static_cast<const W*>(src), nest, n);
 }
 
@@ -86,35 +76,9 @@ absl::Status StridedCopy(const std::vector<int64_t>& shape, int64_t elem_size, v
   }
   const int64_t n = Count(shape);
   if (n == 0) return absl::OkStatus();
-  std::vector<int64_t> dims, ds, ss;
-  for (size_t a = 0; a < shape.size(); ++a) {
-    if (shape[a] == 1) continue;
-    if (!dims.empty() && ds.back() == dst_strides[a] * shape[a] && ss.back() == src_strides[a] * shape[a]) {
-      dims.back() *= shape[a];
-      ds.back() = dst_strides[a];
-      ss.back() = src_strides[a];
-    } else {
-      dims.push_back(shape[a]);
-      ds.push_back(dst_strides[a]);
-      ss.push_back(src_strides[a]);
-    }
-  }
-  if (dims.empty()) {
-    dims = {1};
-    ds = {0};
-    ss = {0};
-  }
-  if (dims.size() > kMaxDims) {
-    return absl::InvalidArgumentError(absl::StrCat("cuda StridedCopy: shape ", Dims(shape), " leaves ", dims.size(),
-                                                   " axes after merging; at most ", kMaxDims, " are supported"));
-  }
-  CopyNest nest;
-  nest.rank = static_cast<int>(dims.size());
-  for (int a = 0; a < nest.rank; ++a) {
-    nest.dims[a] = dims[a];
-    nest.dst_strides[a] = ds[a];
-    nest.src_strides[a] = ss[a];
-  }
+  absl::StatusOr<PairNest> merged = MakePairNest(shape, dst_strides, src_strides, "cuda StridedCopy");
+  if (!merged.ok()) return merged.status();
+  const PairNest& nest = *merged;
   switch (elem_size) {
     case 1: Launch<uint8_t>(dst, src, nest, n, stream); break;
     case 2: Launch<uint16_t>(dst, src, nest, n, stream); break;

@@ -16,16 +16,9 @@ namespace cuda {
 namespace {
 
 using internal::GridFor;
-using internal::kMaxDims;
+using internal::MakePairNest;
+using internal::PairNest;
 using internal::kThreads;
-
-// The coalesced loop nest of a broadcast: output dims and per-operand strides (row-major).
-struct Nest {
-  int rank = 0;
-  int64_t dims[kMaxDims];
-  int64_t a_strides[kMaxDims];
-  int64_t b_strides[kMaxDims];
-};
 
 std::vector<int64_t> StridesAgainst(const std::vector<int64_t>& in, const std::vector<int64_t>& out) {
   const int r = static_cast<int>(out.size()), offset = r - static_cast<int>(in.size());
@@ -37,43 +30,6 @@ std::vector<int64_t> StridesAgainst(const std::vector<int64_t>& in, const std::v
     s *= d;
   }
   return strides;
-}
-
-absl::StatusOr<Nest> MakeNest(const std::vector<int64_t>& a, const std::vector<int64_t>& b,
-                              const std::vector<int64_t>& out) {
-  const std::vector<int64_t> sa = StridesAgainst(a, out), sb = StridesAgainst(b, out);
-  std::vector<int64_t> dims, as, bs;
-  for (size_t i = 0; i < out.size(); ++i) {
-    const int64_t d = out[i];
-    if (d == 1) continue;
-    if (!dims.empty() && as.back() == sa[i] * d && bs.back() == sb[i] * d) {
-      dims.back() *= d;
-      as.back() = sa[i];
-      bs.back() = sb[i];
-    } else {
-      dims.push_back(d);
-      as.push_back(sa[i]);
-      bs.push_back(sb[i]);
-    }
-  }
-  if (dims.empty()) {  // a single element
-    dims.push_back(1);
-    as.push_back(0);
-    bs.push_back(0);
-  }
-  if (dims.size() > kMaxDims) {
-    return absl::InvalidArgumentError(absl::StrCat("cuda BroadcastBinary: a [", absl::StrJoin(a, ","), "] and b [",
-                                                   absl::StrJoin(b, ","), "] leave ", dims.size(),
-                                                   " axes after merging; at most ", kMaxDims, " are supported"));
-  }
-  Nest nest;
-  nest.rank = static_cast<int>(dims.size());
-  for (int i = 0; i < nest.rank; ++i) {
-    nest.dims[i] = dims[i];
-    nest.a_strides[i] = as[i];
-    nest.b_strides[i] = bs[i];
-  }
-  return nest;
 }
 
 template <BinaryOp kOp, typename T>
@@ -89,23 +45,19 @@ __global__ void SameShapeKernel(const T* a, const T* b, T* y, int64_t n) {
   OL_GRID_STRIDE_LOOP(i, n) { y[i] = Apply<kOp>(a[i], b[i]); }
 }
 
+// Operand 0 of the nest is a, operand 1 is b; y is the nest's row-major order.
 template <BinaryOp kOp, typename T>
-__global__ void BroadcastKernel(const T* a, const T* b, T* y, int64_t n, Nest nest) {
+__global__ void BroadcastKernel(const T* a, const T* b, T* y, int64_t n, PairNest nest) {
   OL_GRID_STRIDE_LOOP(i, n) {
-    int64_t rest = i, ao = 0, bo = 0;
-    for (int d = nest.rank - 1; d >= 0; --d) {
-      const int64_t idx = rest % nest.dims[d];
-      rest /= nest.dims[d];
-      ao += idx * nest.a_strides[d];
-      bo += idx * nest.b_strides[d];
-    }
+    int64_t ao, bo;
+    nest.Offsets(i, &ao, &bo);
     y[i] = Apply<kOp>(a[ao], b[bo]);
   }
 }
 
 template <BinaryOp kOp, typename T>
-void Launch(const T* a, const T* b, T* y, int64_t n, const Nest& nest, cudaStream_t stream) {
-  if (nest.rank == 1 && nest.a_strides[0] == 1 && nest.b_strides[0] == 1) {
+void Launch(const T* a, const T* b, T* y, int64_t n, const PairNest& nest, cudaStream_t stream) {
+  if (nest.Flat()) {
     SameShapeKernel<kOp, T><<<GridFor(n), kThreads, 0, stream>>>(a, b, y, n);
   } else {
     BroadcastKernel<kOp, T><<<GridFor(n), kThreads, 0, stream>>>(a, b, y, n, nest);
@@ -158,7 +110,8 @@ absl::Status BroadcastBinary(BinaryOp op, const T* a, const std::vector<int64_t>
   if (!out.ok()) return out.status();
   const int64_t n = Count(*out);
   if (n == 0) return absl::OkStatus();
-  absl::StatusOr<Nest> nest = MakeNest(a_dims, b_dims, *out);
+  absl::StatusOr<PairNest> nest =
+      MakePairNest(*out, StridesAgainst(a_dims, *out), StridesAgainst(b_dims, *out), "cuda BroadcastBinary");
   if (!nest.ok()) return nest.status();
   switch (op) {
     case BinaryOp::kAdd: Launch<BinaryOp::kAdd>(a, b, y, n, *nest, stream); break;

@@ -8,6 +8,11 @@
 
 #include <cstdint>
 #include <limits>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 
 namespace oneflow_like {
 namespace cuda {
@@ -45,6 +50,69 @@ __device__ __forceinline__ float Exp(float x) { return expf(x); }
 __device__ __forceinline__ double Exp(double x) { return exp(x); }
 __device__ __forceinline__ float Log(float x) { return logf(x); }
 __device__ __forceinline__ double Log(double x) { return log(x); }
+
+// A loop nest over `dims` (row-major) reading or writing two strided operands: element i of the
+// nest sits at offset0 in operand 0 and offset1 in operand 1 (strides in elements; 0
+// broadcasts). Passed to kernels by value.
+struct PairNest {
+  int rank = 0;
+  int64_t dims[kMaxDims];
+  int64_t strides0[kMaxDims];
+  int64_t strides1[kMaxDims];
+
+  __device__ void Offsets(int64_t i, int64_t* offset0, int64_t* offset1) const {
+    int64_t o0 = 0, o1 = 0;
+    for (int a = rank - 1; a >= 0; --a) {
+      const int64_t idx = i % dims[a];
+      i /= dims[a];
+      o0 += idx * strides0[a];
+      o1 += idx * strides1[a];
+    }
+    *offset0 = o0;
+    *offset1 = o1;
+  }
+  // True when both operands are contiguous and aligned with the nest (one flat loop).
+  bool Flat() const { return rank == 1 && strides0[0] == 1 && strides1[0] == 1; }
+};
+
+// The nest of `shape` with size-1 axes dropped and adjacent axes merged where both operands
+// are contiguous across them (as ops::CopyStrided and the CPU broadcast loops do); a single
+// element is a rank-1 nest of one. InvalidArgument, naming `what`, if more than kMaxDims axes
+// remain.
+inline absl::StatusOr<PairNest> MakePairNest(const std::vector<int64_t>& shape, const std::vector<int64_t>& strides0,
+                                             const std::vector<int64_t>& strides1, const char* what) {
+  std::vector<int64_t> dims, s0, s1;
+  for (size_t a = 0; a < shape.size(); ++a) {
+    if (shape[a] == 1) continue;
+    if (!dims.empty() && s0.back() == strides0[a] * shape[a] && s1.back() == strides1[a] * shape[a]) {
+      dims.back() *= shape[a];
+      s0.back() = strides0[a];
+      s1.back() = strides1[a];
+    } else {
+      dims.push_back(shape[a]);
+      s0.push_back(strides0[a]);
+      s1.push_back(strides1[a]);
+    }
+  }
+  if (dims.empty()) {
+    dims = {1};
+    s0 = {0};
+    s1 = {0};
+  }
+  if (dims.size() > static_cast<size_t>(kMaxDims)) {
+    return absl::InvalidArgumentError(absl::StrCat(what, ": shape [", absl::StrJoin(shape, ","), "] leaves ",
+                                                   dims.size(), " axes after merging; at most ", kMaxDims,
+                                                   " are supported"));
+  }
+  PairNest nest;
+  nest.rank = static_cast<int>(dims.size());
+  for (int a = 0; a < nest.rank; ++a) {
+    nest.dims[a] = dims[a];
+    nest.strides0[a] = s0[a];
+    nest.strides1[a] = s1[a];
+  }
+  return nest;
+}
 
 struct SumOp {
   template <typename T>
