@@ -129,8 +129,12 @@ absl::StatusOr<Profile> Calibrate(const OpRegistry& registry, const std::functio
     ASSIGN_OR_RETURN(LinkMeasurement link, MeasureLoopbackLink(/*pings=*/2000, /*bytes=*/int64_t{512} << 20));
     p.same_node_alpha_seconds = link.alpha_seconds;
     p.same_node_bytes_per_second = link.bytes_per_second;
-    log(absl::StrFormat("same-node link (TCP over 127.0.0.1): %.1f us per message, %.2f GB/s", link.alpha_seconds * 1e6,
-                        link.bytes_per_second / 1e9));
+    p.same_node_small_bytes_per_second = link.small_bytes_per_second;
+    p.same_node_small_message_bytes = kSmallMessageBytes;
+    log(absl::StrFormat("same-node link (TCP over 127.0.0.1): %.1f us per message, %.2f GB/s in %d MiB messages, "
+                        "%.2f GB/s in %d KiB messages",
+                        link.alpha_seconds * 1e6, link.bytes_per_second / 1e9, kLargeMessageBytes >> 20,
+                        link.small_bytes_per_second / 1e9, kSmallMessageBytes >> 10));
   }
   return p;
 }
@@ -163,6 +167,8 @@ absl::Status SaveProfile(const Profile& p, const std::string& path) {
   std::string extra;  // the optional keys that are set
   for (const auto& [key, value] : {std::pair<const char*, double>{"same_node_alpha_seconds", p.same_node_alpha_seconds},
                                    {"same_node_bytes_per_second", p.same_node_bytes_per_second},
+                                   {"same_node_small_bytes_per_second", p.same_node_small_bytes_per_second},
+                                   {"same_node_small_message_bytes", static_cast<double>(p.same_node_small_message_bytes)},
                                    {"cross_node_alpha_seconds", p.cross_node_alpha_seconds},
                                    {"cross_node_bytes_per_second", p.cross_node_bytes_per_second},
                                    {"ranks_per_node", static_cast<double>(p.ranks_per_node)},
@@ -197,6 +203,8 @@ absl::StatusOr<Profile> LoadProfile(const std::string& path) {
     else if (key == "wakeup_seconds") p.wakeup_seconds = value;
     else if (key == "same_node_alpha_seconds") p.same_node_alpha_seconds = value;
     else if (key == "same_node_bytes_per_second") p.same_node_bytes_per_second = value;
+    else if (key == "same_node_small_bytes_per_second") p.same_node_small_bytes_per_second = value;
+    else if (key == "same_node_small_message_bytes") p.same_node_small_message_bytes = static_cast<int64_t>(value);
     else if (key == "cross_node_alpha_seconds") p.cross_node_alpha_seconds = value;
     else if (key == "cross_node_bytes_per_second") p.cross_node_bytes_per_second = value;
     else if (key == "cores" || key == "gemm_threads" || key == "ranks_per_node" || key == "device_per_rank") {

@@ -12,6 +12,10 @@
 //   same_node_alpha_seconds, same_node_bytes_per_second
 //                            two TcpTransports over 127.0.0.1 (olrun's ranks): half a 64-byte
 //                            round trip, and the bandwidth of 4 MiB messages (calibrate_link.h)
+//   same_node_small_bytes_per_second, same_node_small_message_bytes
+//                            the bandwidth of 256 KiB messages on the same link: olplan simulate
+//                            prices a same-node message by its size between the two
+//                            (link_price.h); absent: every size at same_node_bytes_per_second
 // The cross-node link keeps the cost model's 10 GbE figures unless a profile sets them. A hand-written profile describes a machine that is not this one (e.g.
 // tools/plan/profiles/h100.txt: an 8-GPU H100 node on InfiniBand) with the optional keys
 //   same_node_alpha_seconds, same_node_bytes_per_second     link within a node (NVLink)
@@ -49,6 +53,8 @@ struct Profile {
   int32_t gemm_threads = 0;          // BLAS threads of the flops_per_second measurement
   // Optional (0 = the cost model's default; `olplan calibrate` leaves them 0).
   double same_node_alpha_seconds = 0, same_node_bytes_per_second = 0;
+  double same_node_small_bytes_per_second = 0;  // messages of same_node_small_message_bytes
+  int64_t same_node_small_message_bytes = 0;
   double cross_node_alpha_seconds = 0, cross_node_bytes_per_second = 0;
   int32_t ranks_per_node = 0;
   bool device_per_rank = false;

@@ -11,13 +11,19 @@
 namespace oneflow_like {
 namespace plan_tool {
 
+// The message sizes of the two bandwidth measurements.
+inline constexpr int64_t kLargeMessageBytes = int64_t{4} << 20;
+inline constexpr int64_t kSmallMessageBytes = int64_t{256} << 10;
+
 struct LinkMeasurement {
-  double alpha_seconds = 0;     // one-way latency of a small message
-  double bytes_per_second = 0;  // sustained payload bandwidth of large messages
+  double alpha_seconds = 0;           // one-way latency of a small message
+  double bytes_per_second = 0;        // sustained payload bandwidth of kLargeMessageBytes messages
+  double small_bytes_per_second = 0;  // a lone kSmallMessageBytes message: bytes / (its time - alpha)
 };
 
-// Two TcpTransports of this process over 127.0.0.1: `pings` 64-byte round trips, then `bytes`
-// of 4 MiB messages. Errors: a transport that cannot listen / connect, or a run past its timeout.
+// Two TcpTransports of this process over 127.0.0.1: `pings` 64-byte round trips, pings / 4
+// (at least 20) round trips of a 256 KiB ping and a 64-byte pong, then `bytes` of 4 MiB
+// messages. Errors: a transport that cannot listen / connect, or a run past its timeout.
 absl::StatusOr<LinkMeasurement> MeasureLoopbackLink(int pings, int64_t bytes);
 
 }  // namespace plan_tool

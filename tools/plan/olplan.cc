@@ -61,7 +61,8 @@ Commands:
   diff A B  what changed between two plans (each a plan file, a .txt job or a .cfg config):
             SBP per op, boxing added/removed with bytes, placements, tasks, registers, per-rank
             peak memory, the serial estimate, traffic per link class
-  calibrate measure this machine (matmul FLOP/s, memory bandwidth, per-actor overhead) and save
+  calibrate measure this machine (matmul FLOP/s, memory bandwidth, per-actor overhead, the
+            same-node TCP link at two message sizes) and save
             the profile every later compile and prediction uses (--profile FILE; default
             ~/.cache/oneflow_like/olplan_profile.txt)
   html      one self-contained page (overview, memory chart, SBP table, predicted timeline);
@@ -447,6 +448,10 @@ int Main(int argc, char** argv) {
       if (a.machine->device_per_rank) sim_options.processor_sharing = false;
       sim_options.step_overhead_seconds = a.machine->step_overhead_seconds;
       sim_options.wakeup_seconds = a.machine->wakeup_seconds;
+      if (a.machine->same_node_small_bytes_per_second > 0 && a.machine->same_node_small_message_bytes > 0) {
+        sim_options.same_node_small_bytes_per_second = a.machine->same_node_small_bytes_per_second;
+        sim_options.same_node_small_message_bytes = a.machine->same_node_small_message_bytes;
+      }
       if (a.machine->cores > 0 && a.machine->gemm_threads > 0) {  // core-aware sharing
         sim_options.cores_per_node = a.machine->cores;
         sim_options.profile_gemm_threads = a.machine->gemm_threads;

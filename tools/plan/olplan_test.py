@@ -127,12 +127,16 @@ class GpuProfile(unittest.TestCase):
     def test_profile_links_price_transfers(self):
         # The 2-rank MLP moves its gradients between ranks: a slower same-node link in the profile
         # (not the cost model's default) makes its predicted step slower.
+        # Measured at 256 KiB too, the link prices the MLP's small gradients at that rate.
         steps = {}
-        for rate in ("1e6", "1e10"):
+        for rate, small in (("1e6", None), ("1e10", None), ("1e6", "1e10")):
             with tempfile.NamedTemporaryFile("w", suffix=".txt", delete=False) as f:
                 f.write(f"flops_per_second = 1e11\nsame_node_alpha_seconds = 1e-05\nsame_node_bytes_per_second = {rate}\n")
-            steps[rate] = json.loads(run("simulate", "--job", MLP, "--profile", f.name, "--json").stdout)["step_seconds"]
-        self.assertGreater(steps["1e6"], steps["1e10"] + 1e-4)
+                if small:
+                    f.write(f"same_node_small_bytes_per_second = {small}\nsame_node_small_message_bytes = 262144\n")
+            steps[rate, small] = json.loads(run("simulate", "--job", MLP, "--profile", f.name, "--json").stdout)["step_seconds"]
+        self.assertGreater(steps["1e6", None], steps["1e10", None] + 1e-4)
+        self.assertAlmostEqual(steps["1e6", "1e10"], steps["1e10", None], delta=1e-6)
 
     def test_bad_profile_lines_are_named(self):
         with tempfile.NamedTemporaryFile("w", suffix=".txt", delete=False) as f:
@@ -297,12 +301,16 @@ class Calibrate(unittest.TestCase):
                 values = dict(line.split(" = ") for line in f.read().splitlines() if not line.startswith("#"))
             self.assertEqual(set(values), {"flops_per_second", "memory_bytes_per_second", "task_overhead_seconds",
                                            "step_overhead_seconds", "wakeup_seconds", "cores", "gemm_threads",
-                                           "same_node_alpha_seconds", "same_node_bytes_per_second"})
+                                           "same_node_alpha_seconds", "same_node_bytes_per_second",
+                                           "same_node_small_bytes_per_second", "same_node_small_message_bytes"})
             self.assertTrue(all(float(v) >= 0 for v in values.values()))
             self.assertGreater(float(values["flops_per_second"]), 0)
             # loopback TCP: a message takes microseconds, not seconds, and moves >= 50 MB/s
             self.assertLess(float(values["same_node_alpha_seconds"]), 0.01)
             self.assertGreater(float(values["same_node_bytes_per_second"]), 5e7)
+            # a lone 256 KiB message: its bytes' rate beyond the alpha
+            self.assertEqual(values["same_node_small_message_bytes"], "262144")
+            self.assertGreater(float(values["same_node_small_bytes_per_second"]), 5e7)
             used = run("summary", "--job", MLP, "--profile", path)
             self.assertIn(f"cost profile {path}", used.stderr)
             # a slower machine predicts a slower step

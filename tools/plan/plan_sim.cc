@@ -15,6 +15,7 @@
 #include "oneflow_like/actor/plan_rates.h"
 #include "oneflow_like/core/data_type.h"
 #include "oneflow_like/core/ids.h"
+#include "tools/plan/link_price.h"
 
 namespace oneflow_like {
 namespace plan_tool {
@@ -376,7 +377,11 @@ class Simulator {
         // firing's overhead and the bytes at the machine's memory bandwidth.
         if (o_.in_process) return c.task_overhead_seconds + compiler::LocalCopySeconds(static_cast<double>(out_bytes), c);
         const int32_t peer = t.proto->transfer().peer_rank();
-        return compiler::TransferSeconds(out_bytes, compiler::Classify(Rank(peer), Rank(t.rank), c), c);
+        const compiler::LinkClass link = compiler::Classify(Rank(peer), Rank(t.rank), c);
+        if (link == compiler::LinkClass::kSameNode && o_.same_node_small_bytes_per_second > 0) {
+          return SameNodeMessages().Seconds(out_bytes);
+        }
+        return compiler::TransferSeconds(out_bytes, link, c);
       }
       case TaskProto::COLLECTIVE: {
         if (o_.free_links) return c.task_overhead_seconds;
@@ -403,6 +408,18 @@ class Simulator {
       default:
         return c.task_overhead_seconds;
     }
+  }
+
+  // The same-node link priced by message size (SimOptions::same_node_small_bytes_per_second).
+  MessagePrice SameNodeMessages() const {
+    const compiler::LinkParams& link = o_.cost.link(compiler::LinkClass::kSameNode);
+    MessagePrice price;
+    price.alpha_seconds = link.alpha_seconds;
+    price.large_bytes_per_second = link.beta_seconds_per_byte > 0 ? 1.0 / link.beta_seconds_per_byte : 0.0;
+    price.large_message_bytes = o_.same_node_large_message_bytes;
+    price.small_bytes_per_second = o_.same_node_small_bytes_per_second;
+    price.small_message_bytes = o_.same_node_small_message_bytes;
+    return price;
   }
 
   // Whether the task's next firing may start (its stream aside).

@@ -5,7 +5,8 @@
 // the enabled tasks; a firing takes its inputs and reserves its outputs when it starts and
 // emits / returns them when it ends. Durations come from the compiler's cost model:
 //   COMPUTE    the op's compute seconds in the chosen SBP candidate (per device)
-//   TRANSFER   alpha + bytes x beta of the link class (same node / across nodes)
+//   TRANSFER   alpha + bytes x beta of the link class (same node / across nodes); on the same
+//              node with a small-message rate (SimOptions), the two-size price of link_price.h
 //   COLLECTIVE a ring over n ranks: 2 (n - 1) (alpha + bytes / n x beta) on the same-node link,
 //              bytes = its outputs; a bucket: its parts (ALL_REDUCE), its staging slot
 //              (REDUCE_SCATTER)
@@ -53,6 +54,13 @@ struct SimOptions {
   // All ranks run as threads of one process (oltrain without olrun): transfers are memory copies
   // (the same-process link), not loopback TCP.
   bool in_process = false;
+  // The same-node link (loopback TCP) as measured at two message sizes (olplan calibrate): a
+  // message of `same_node_small_message_bytes` moves at this rate, one of
+  // `same_node_large_message_bytes` at the cost model's same-node rate; MessagePrice
+  // (link_price.h) prices the sizes between and beyond. 0: the cost model's alpha-beta alone.
+  double same_node_small_bytes_per_second = 0;
+  int64_t same_node_small_message_bytes = int64_t{256} << 10;
+  int64_t same_node_large_message_bytes = int64_t{4} << 20;
   // Registers the memory planner put in overlapping bytes take turns, as the runtime makes them
   // (a producer waits for the register sharing its bytes: "shared bytes" in timelines).
   bool byte_sharing = true;

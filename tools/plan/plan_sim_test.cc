@@ -1,13 +1,16 @@
 // How SimulatePlanTime prices COLLECTIVE firings: a ring over n ranks on the bytes the call
 // moves. A bucket (CollectiveParams.parts) moves its parts (ALL_REDUCE) or its staging slot
-// (REDUCE_SCATTER), never the staging slot and the shards copied out of it.
+// (REDUCE_SCATTER), never the staging slot and the shards copied out of it. And how it prices a
+// same-node TRANSFER by its message size when the link was measured at two sizes (link_price.h).
 #include "tools/plan/plan_sim.h"
 
 #include <string>
 #include <vector>
 
 #include "gtest/gtest.h"
+#include "oneflow_like/compiler/boxing/cost_model.h"
 #include "oneflow_like/compiler/plan/plan_test_util.h"
+#include "tools/plan/link_price.h"
 
 namespace oneflow_like {
 namespace plan_tool {
@@ -63,10 +66,10 @@ PlanProto BucketPlan(CollectiveParams::Kind kind) {
   return b.Build();
 }
 
-// Seconds of the first firing of rank 0's task `name`.
-double FiringSeconds(const Simulation& sim, const std::string& name) {
+// Seconds of the first firing of rank `rank`'s task `name`.
+double FiringSeconds(const Simulation& sim, const std::string& name, int32_t rank = 0) {
   for (const Firing& f : sim.trace) {
-    if (sim.task_names[f.task] == std::make_pair(0, name)) return f.end - f.start;
+    if (sim.task_names[f.task] == std::make_pair(rank, name)) return f.end - f.start;
   }
   ADD_FAILURE() << "no firing of " << name;
   return -1;
@@ -82,6 +85,61 @@ TEST(PlanSimTest, ABucketIsPricedOnTheBytesItsCallMoves) {
     ASSERT_TRUE(sim.ok()) << sim.status();
     EXPECT_DOUBLE_EQ(FiringSeconds(*sim, "bucket"), expected) << CollectiveParams::Kind_Name(kind);
   }
+}
+
+// A message's price, worked out by hand: alpha 20 us, 256 KiB messages at 8 GB/s, 4 MiB ones at
+// 4 GB/s. The bytes beyond the first 256 KiB cost (4194304 / 4e9 - 262144 / 8e9) / 3932160 s
+// = 1015.808 us / 3932160 B each.
+TEST(LinkPriceTest, TwoMeasuredSizesAreReproducedAndTheSizesBetweenInterpolated) {
+  MessagePrice link;
+  link.alpha_seconds = 20e-6;
+  link.large_bytes_per_second = 4e9;
+  link.large_message_bytes = 4194304;
+  link.small_bytes_per_second = 8e9;
+  link.small_message_bytes = 262144;
+  EXPECT_NEAR(link.Seconds(0), 20e-6, 1e-12);
+  EXPECT_NEAR(link.Seconds(1024), 20e-6 + 0.128e-6, 1e-12);                  // the small rate
+  EXPECT_NEAR(link.Seconds(262144), 20e-6 + 32.768e-6, 1e-12);               // measured: 8 GB/s
+  EXPECT_NEAR(link.Seconds(4194304), 20e-6 + 1048.576e-6, 1e-12);            // measured: 4 GB/s
+  EXPECT_NEAR(link.Seconds(1048576), 20e-6 + 32.768e-6 + 203.1616e-6, 1e-12);  // 786432 B beyond
+  EXPECT_NEAR(link.Seconds(8388608), 20e-6 + 32.768e-6 + 8126464 * (1015.808e-6 / 3932160), 1e-12);
+  // without a small-message rate: one rate for every size
+  link.small_bytes_per_second = 0;
+  EXPECT_NEAR(link.Seconds(262144), 20e-6 + 65.536e-6, 1e-12);
+}
+
+// Rank 0 produces a 256 KiB register; rank 1's TRANSFER pulls it over the same-node link.
+PlanProto TransferPlan() {
+  TestPlanBuilder b(2, 1);
+  auto [source, x] = b.AddInput(0, "x", 1, F32({256, 256}));
+  const int64_t relu = b.AddTask(0, TaskProto::COMPUTE, "relu");
+  b.Connect(x, relu);
+  const int64_t y = b.AddRegister(relu, "y", 1, {F32({256, 256})});
+  const int64_t pull = b.AddTransfer(y, 1, "y.transfer");
+  b.AddSink(b.AddRegister(pull, "y@1", 1, {F32({256, 256})}), "y");
+  return b.Build();
+}
+
+TEST(PlanSimTest, ASameNodeTransferIsPricedByItsMessageSize) {
+  SimOptions options;
+  options.steps = 1;
+  options.cost.same_node.alpha_seconds = 19e-6;
+  options.cost.same_node.beta_seconds_per_byte = 1 / 3.3e9;  // 4 MiB messages
+  // one rate: alpha + 262144 B / 3.3 GB/s (the price that over-predicted configs/mlp.cfg)
+  absl::StatusOr<Simulation> flat = SimulatePlanTime(TransferPlan(), options);
+  ASSERT_TRUE(flat.ok()) << flat.status();
+  EXPECT_NEAR(FiringSeconds(*flat, "y.transfer", 1), 19e-6 + 262144 / 3.3e9, 1e-12);
+  // measured at 256 KiB too (8.2 GB/s): a 256 KiB message is priced at that rate
+  options.same_node_small_bytes_per_second = 8.2e9;
+  absl::StatusOr<Simulation> sized = SimulatePlanTime(TransferPlan(), options);
+  ASSERT_TRUE(sized.ok()) << sized.status();
+  EXPECT_NEAR(FiringSeconds(*sized, "y.transfer", 1), 19e-6 + 262144 / 8.2e9, 1e-12);
+  // in one process a transfer is a copy, whatever the link measurements
+  options.in_process = true;
+  absl::StatusOr<Simulation> copy = SimulatePlanTime(TransferPlan(), options);
+  ASSERT_TRUE(copy.ok()) << copy.status();
+  EXPECT_NEAR(FiringSeconds(*copy, "y.transfer", 1),
+              options.cost.task_overhead_seconds + compiler::LocalCopySeconds(262144, options.cost), 1e-12);
 }
 
 }  // namespace
