@@ -308,6 +308,63 @@ absl::StatusOr<BoxingShape> PointToPointExpander::Shape(const BoxingRequest& req
   return shape;
 }
 
+absl::StatusOr<BoxingPart> BoxingExpander::ExpandPart(const BoxingRequest& request, Rank /*me*/) const {
+  BoxingPart part;
+  ASSIGN_OR_RETURN(part.plan, Expand(request));
+  return part;
+}
+
+absl::StatusOr<BoxingPart> PointToPointExpander::ExpandPart(const BoxingRequest& request, Rank me) const {
+  RETURN_IF_ERROR(ValidateBoxingRequest(request));
+  BoxingPart part;
+  part.reduced = true;
+  BoxingPlan& plan = part.plan;
+  plan = NewPlan(request);
+  const int32_t num_sources = plan.num_source_values();
+  for (int32_t v = 0; v < num_sources; ++v) part.original_value.push_back(v);
+  if (plan.kind == BoxingKind::kIdentity) return part;
+  ASSIGN_OR_RETURN(Schedule schedule, ChooseSchedule(request, options_, /*need_cost=*/false));
+  plan.schedule = schedule.kind;
+  plan.schedule_detail = schedule.detail;
+  const int64_t elem_size = SizeOf(request.desc.dtype);
+  internal::StepFilter filter;
+  filter.me = me;
+  StepSink find(nullptr, nullptr, elem_size, num_sources);
+  find.set_filter(&filter);
+  const std::vector<int32_t> dst = EmitStages(request, schedule.stages, options_.cost, SourceIds(request), &find);
+  const int32_t num_values = find.next_value();
+  part.num_steps = num_values - num_sources;
+  std::vector<bool> keep(num_values, false);
+  auto mark = [&](int32_t v) {
+    if (v >= 0 && v < num_values) keep[v] = true;
+  };
+  for (int32_t v = 0; v < num_sources; ++v) mark(v);
+  for (int32_t v : dst) mark(v);
+  for (const auto& [output, inputs] : filter.local) {
+    mark(output);
+    for (int32_t in : inputs) mark(in);
+  }
+  filter.local.clear();
+  filter.new_id.assign(num_values, -1);
+  for (int32_t v = 0, next = 0; v < num_values; ++v) {
+    if (!keep[v]) continue;
+    filter.new_id[v] = next++;
+    if (v >= num_sources) part.original_value.push_back(v);
+  }
+  plan.values.reserve(part.original_value.size());
+  plan.steps.reserve(part.original_value.size() - num_sources);
+  StepSink keep_part(&plan, nullptr, elem_size, num_sources);
+  keep_part.set_filter(&filter);
+  EmitStages(request, schedule.stages, options_.cost, SourceIds(request), &keep_part);
+  for (int32_t v : dst) plan.dst_values.push_back(v >= 0 && v < num_values ? filter.new_id[v] : -1);
+  return part;
+}
+
+absl::StatusOr<BoxingPart> CollectiveExpander::ExpandPart(const BoxingRequest& request, Rank me) const {
+  if (request.src_placement != request.dst_placement) return PointToPointExpander(options_).ExpandPart(request, me);
+  return BoxingExpander::ExpandPart(request, me);
+}
+
 absl::StatusOr<BoxingShape> CollectiveExpander::Shape(const BoxingRequest& request) const {
   if (request.src_placement != request.dst_placement) return PointToPointExpander(options_).Shape(request);
   return BoxingExpander::Shape(request);

@@ -100,6 +100,17 @@ struct BoxingShape {
   static BoxingShape Of(BoxingPlan plan);
 };
 
+// One rank's part of a plan (lower/plan_cache.cc, per-rank compiles): `plan` holds the source
+// values, every destination value, the steps `me` runs or sends from with the values they read and
+// define, and the steps defining those; values renumbered in order (original_value: their ids in
+// the whole plan; steps point-to-point, one value each). `reduced` false: `plan` is the whole plan.
+struct BoxingPart {
+  BoxingPlan plan;
+  bool reduced = false;
+  std::vector<int32_t> original_value;  // reduced: by value
+  int64_t num_steps = 0;                // reduced: the whole plan's
+};
+
 class BoxingExpander {
  public:
   virtual ~BoxingExpander() = default;
@@ -108,6 +119,8 @@ class BoxingExpander {
   virtual absl::StatusOr<BoxingPlan> Expand(const BoxingRequest& request) const = 0;
   // The shape of Expand(request)'s plan; by default built from the plan itself.
   virtual absl::StatusOr<BoxingShape> Shape(const BoxingRequest& request) const;
+  // `me`'s part of Expand(request)'s plan; by default the whole plan (reduced false).
+  virtual absl::StatusOr<BoxingPart> ExpandPart(const BoxingRequest& request, Rank me) const;
 };
 
 class PointToPointExpander final : public BoxingExpander {
@@ -117,6 +130,8 @@ class PointToPointExpander final : public BoxingExpander {
   absl::StatusOr<BoxingPlan> Expand(const BoxingRequest& request) const override;
   // Counts the steps as they are emitted, keeping none.
   absl::StatusOr<BoxingShape> Shape(const BoxingRequest& request) const override;
+  // Two emissions: the first finds me's steps, the second keeps only what the part needs.
+  absl::StatusOr<BoxingPart> ExpandPart(const BoxingRequest& request, Rank me) const override;
 
  private:
   BoxingOptions options_;
@@ -128,8 +143,9 @@ class CollectiveExpander final : public BoxingExpander {
   explicit CollectiveExpander(BoxingOptions options = {}) : options_(std::move(options)) {}
   std::string name() const override { return "collective"; }
   absl::StatusOr<BoxingPlan> Expand(const BoxingRequest& request) const override;
-  // Between placements the point-to-point fallback's shape (no collective there).
+  // Between placements the point-to-point fallback's shape / part (no collective there).
   absl::StatusOr<BoxingShape> Shape(const BoxingRequest& request) const override;
+  absl::StatusOr<BoxingPart> ExpandPart(const BoxingRequest& request, Rank me) const override;
 
  private:
   BoxingOptions options_;

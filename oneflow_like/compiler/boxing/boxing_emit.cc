@@ -55,22 +55,37 @@ StepSink::StepSink(BoxingPlan* plan, BoxingCostAccumulator* cost, int64_t elem_s
 }
 
 int32_t StepSink::NewValue(DeviceRef device, const Region& region) {
-  if (plan_ != nullptr) plan_->values.push_back(BoxingValue{device, region});
+  if (plan_ != nullptr && Keeps(next_value_)) plan_->values.push_back(BoxingValue{device, region});
   return next_value_++;
+}
+
+void StepSink::AddStep(BoxingStep step, Rank peer) {
+  if (filter_ != nullptr && plan_ == nullptr) {
+    if (step.rank == filter_->me || peer == filter_->me) filter_->local.emplace_back(step.output, step.inputs);
+    return;
+  }
+  if (plan_ == nullptr || !Keeps(step.output)) return;
+  if (filter_ != nullptr) {
+    for (int32_t& in : step.inputs) {
+      in = in >= 0 && in < static_cast<int32_t>(filter_->new_id.size()) ? filter_->new_id[in] : -1;
+    }
+    step.output = filter_->new_id[step.output];
+  }
+  plan_->steps.push_back(std::move(step));
 }
 
 int32_t StepSink::Local(StepKind kind, DeviceRef device, ValueIds inputs, const Region& region) {
   const int64_t bytes = region.elem_count() * elem_size_;
   if (cost_ != nullptr) cost_->Local(kind, device.rank, bytes, static_cast<int>(inputs.size()));
   const int32_t out = NewValue(device, region);
-  if (plan_ != nullptr) {
+  if (plan_ != nullptr || filter_ != nullptr) {
     BoxingStep step;
     step.kind = kind;
     step.rank = device.rank;
     step.inputs = std::move(inputs);
     step.output = out;
     step.bytes = bytes;
-    plan_->steps.push_back(std::move(step));
+    AddStep(std::move(step), device.rank);
   }
   return out;
 }
@@ -96,7 +111,7 @@ int32_t StepSink::Transfer(DeviceRef from, DeviceRef to, int32_t input, const Re
   const int64_t bytes = region.elem_count() * elem_size_;
   if (cost_ != nullptr) cost_->Transfer(from.rank, to.rank, bytes);
   const int32_t out = NewValue(to, region);
-  if (plan_ != nullptr) {
+  if (plan_ != nullptr || filter_ != nullptr) {
     BoxingStep step;
     step.kind = StepKind::kTransfer;
     step.rank = to.rank;
@@ -104,7 +119,7 @@ int32_t StepSink::Transfer(DeviceRef from, DeviceRef to, int32_t input, const Re
     step.inputs = {input};
     step.output = out;
     step.bytes = bytes;
-    plan_->steps.push_back(std::move(step));
+    AddStep(std::move(step), from.rank);
   }
   return out;
 }
@@ -116,14 +131,14 @@ int32_t StepSink::Copy(DeviceRef from, DeviceRef to, int32_t input, const Region
   const int64_t bytes = region.elem_count() * elem_size_;
   if (cost_ != nullptr) cost_->Copy(to.rank, bytes);
   const int32_t out = NewValue(to, region);
-  if (plan_ != nullptr) {
+  if (plan_ != nullptr || filter_ != nullptr) {
     BoxingStep step;
     step.kind = StepKind::kCopy;
     step.rank = to.rank;
     step.inputs = {input};
     step.output = out;
     step.bytes = bytes;
-    plan_->steps.push_back(std::move(step));
+    AddStep(std::move(step), to.rank);
   }
   return out;
 }
@@ -151,6 +166,7 @@ int32_t StepSink::Collective(CollectiveKind kind, const std::vector<DeviceRef>& 
   std::vector<Rank> ranks;
   for (const DeviceRef& d : group) ranks.push_back(d.rank);
   if (cost_ != nullptr) cost_->Collective(kind, ranks, group_bytes);
+  CHECK(filter_ == nullptr) << "a filtered (one rank's) plan has no collectives";
   const int32_t first = next_value_;
   for (size_t k = 0; k < group.size(); ++k) NewValue(group[k], out_regions[k]);
   if (plan_ != nullptr) {

@@ -51,6 +51,17 @@ class Layout {
   absl::flat_hash_map<int32_t, int64_t> index_of_rank_;
 };
 
+// One rank's part of a point-to-point plan in two passes over the same emission (ExpandPart in
+// boxing.cc): pass 1 (no plan) records the steps `me` runs or sends from; pass 2 (a plan) keeps
+// only the values new_id names (renumbered, in order) and the steps defining them, their inputs
+// renumbered (-1: not kept). Point-to-point steps define one value each, so a step is kept with
+// its output.
+struct StepFilter {
+  Rank me;
+  std::vector<std::pair<int32_t, ValueIds>> local;  // pass 1: (output, inputs) of me's steps
+  std::vector<int32_t> new_id;                      // pass 2: by value id, its new id or -1
+};
+
 class StepSink {
  public:
   // `plan` (may be null) receives values and steps; `cost` (may be null) receives their cost.
@@ -79,16 +90,22 @@ class StepSink {
   bool gave_up() const { return plan_ == nullptr && cost_ != nullptr && cost_->gave_up(); }
   // The id the next value will get (= the values so far, sources included).
   int32_t next_value() const { return next_value_; }
+  void set_filter(StepFilter* filter) { filter_ = filter; }
 
  private:
   int32_t NewValue(DeviceRef device, const Region& region);
   int32_t Local(StepKind kind, DeviceRef device, ValueIds inputs, const Region& region);
+  // The filter's part: whether the plan keeps value v, and a step (its output `out`) of `rank` /
+  // from `peer` recorded or added, its ids renumbered.
+  bool Keeps(int32_t v) const { return filter_ == nullptr || filter_->new_id[v] >= 0; }
+  void AddStep(BoxingStep step, Rank peer_or_self);
 
   BoxingPlan* plan_;
   BoxingCostAccumulator* cost_;
   int64_t elem_size_;
   int32_t next_value_;
   absl::flat_hash_map<std::pair<int32_t, DeviceType>, int32_t> copies_;  // (input, to) -> copy
+  StepFilter* filter_ = nullptr;
 };
 
 // Direct schedule for any pair of layouts (same or different placements, any SBPs): every

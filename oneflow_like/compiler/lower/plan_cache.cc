@@ -225,6 +225,39 @@ CachedPlan Reduce(const BoxingPlan& full, int32_t me) {
   return out;
 }
 
+// A reduced point-to-point part (BoxingExpander::ExpandPart) as Reduce would make it from the
+// whole plan: one task per step, so value v of the whole plan is the output of step
+// v - num_sources, at that task offset.
+CachedPlan FromPart(BoxingPart part, int32_t me) {
+  CachedPlan out;
+  PlanLayout& layout = out.layout;
+  const BoxingPlan& plan = part.plan;
+  const int32_t num_sources = plan.num_source_values();
+  const int32_t num_values = static_cast<int32_t>(plan.values.size());
+  layout.num_tasks = part.num_steps;
+  layout.value_offset.assign(num_values, -1);
+  layout.value_step.assign(num_values, -1);
+  for (int32_t v = num_sources; v < num_values; ++v) {
+    layout.value_offset[v] = part.original_value[v] - num_sources;
+    layout.value_step[v] = v - num_sources;
+  }
+  for (size_t k = 0; k < plan.steps.size(); ++k) {
+    layout.step_offset.push_back(part.original_value[num_sources + k] - num_sources);
+    layout.collective_index.push_back(0);
+  }
+  layout.aliased_source.assign(num_sources, false);
+  layout.is_destination.assign(num_values, false);
+  for (int32_t v : plan.dst_values) {
+    if (v < 0 || v >= num_values) continue;  // reported by EmitBoxing
+    layout.is_destination[v] = true;
+    if (v < num_sources) layout.aliased_source[v] = true;
+  }
+  layout.local_steps = plan.StepsOfRank(Rank(me));
+  layout.original_value = std::move(part.original_value);
+  out.plan = std::move(part.plan);
+  return out;
+}
+
 BoxingPlan ShiftPlan(const BoxingPlan& canonical, int32_t by) {
   BoxingPlan plan = canonical;
   if (by == 0) return plan;
@@ -322,13 +355,14 @@ absl::StatusOr<CachedPlan> Lowerer::PlanForOneRank(const TensorNode& t, const Va
   BoxingRequest request{*t.desc, src.placement, src.nd_sbp, placement, nd_sbp, absl::StrCat("tensor '", t.name, "'")};
   CachedPlan entry;
   if (src.placement.Contains(me) || placement.Contains(me)) {
-    ASSIGN_OR_RETURN(BoxingPlan plan, expander_->Expand(request));
-    if (CollectivesOnly(plan)) {  // bucketable: bucket.cc reads every step; one per group anyway
-      entry.plan = std::move(plan);
+    ASSIGN_OR_RETURN(BoxingPart part, expander_->ExpandPart(request, me));
+    if (part.reduced) return FromPart(std::move(part), me.value());
+    if (CollectivesOnly(part.plan)) {  // bucketable: bucket.cc reads every step; one per group anyway
+      entry.plan = std::move(part.plan);
       entry.layout = LayOut(entry.plan, me.value());
       return entry;
     }
-    return Reduce(plan, me.value());
+    return Reduce(part.plan, me.value());
   }
   const int32_t shift = CanonicalShift(src.placement, placement, options_.boxing_options.cost);
   BoxingRequest shifted = request;
