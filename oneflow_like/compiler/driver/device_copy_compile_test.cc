@@ -3,6 +3,7 @@
 // inputs reach the device through host -> device COPY tasks, the loss comes back to the host
 // through device -> host COPY tasks for its sink, no rank transfers to itself, and every rank's
 // own compile equals its part of the whole plan (merged and sealed: the same content hash).
+#include <map>
 #include <string>
 #include <vector>
 
@@ -102,6 +103,62 @@ TEST(DeviceCopyCompileTest, HostDataCudaModelLossBackToHost) {
     ASSERT_TRUE(merged.ok()) << merged.status();
     SealPlan(&*merged);
     EXPECT_EQ(merged->content_hash(), whole->content_hash());
+  }
+}
+
+// Parameters and their AdamW update on the host, the matmuls on the device (optimizer offload):
+// the weights go to the device once per step and are repeated per micro-batch there, the
+// gradients are accumulated on the device and copied back once per step.
+TEST(DeviceCopyCompileTest, HostOptimizerDeviceCompute) {
+  std::unique_ptr<OpRegistry> registry = testing::BuiltinRegistry();
+  const std::string text =
+      "config(name=\"offload\", seed=5, micro_batches=2)\n"
+      "x = input(shape=[8,16]) placement=cpu:[0,1] sbp=[S(0)]\n"
+      "label = input(shape=[8], dtype=int64) placement=cpu:[0,1] sbp=[S(0)]\n"
+      "w = variable(shape=[16,10], init=normal(0.02)) placement=cpu:[0,1]\n"
+      "logits = matmul(x, w) placement=cuda:[0,1]\n"
+      "loss = sparse_softmax_cross_entropy(logits, label)\n"
+      "output(loss)\n"
+      "train(loss, optimizer=adamw(lr=0.001))\n";
+  absl::StatusOr<GlobalDecisions> decisions = RunGlobalPasses(testing::ParseOrDie(text, *registry), CompileOptions{});
+  ASSERT_TRUE(decisions.ok()) << decisions.status();
+  absl::StatusOr<PlanProto> whole = LowerDecisions(*decisions);
+  ASSERT_TRUE(whole.ok()) << whole.status();
+  for (const RankPlanProto& rank_plan : whole->rank_plans()) {
+    int64_t weight_copy = -1, gradient_copy_input = -1;  // registers
+    std::map<int64_t, const TaskProto*> producer;
+    for (const TaskProto& t : rank_plan.tasks()) {
+      for (int64_t id : t.produced_register_ids()) producer[id] = &t;
+      if (t.type() == TaskProto::TRANSFER) {
+        EXPECT_NE(t.transfer().peer_rank(), t.rank()) << t.name();
+      }
+      if (t.type() == TaskProto::COMPUTE && t.compute().op_type() == "adam_update") {
+        EXPECT_EQ(t.device().type(), "cpu") << t.name();
+      }
+      if (t.type() != TaskProto::COPY) continue;
+      if (t.name().rfind("w.", 0) == 0 && t.copy().to().type() == "cuda") weight_copy = t.outputs(0).register_id();
+      if (t.name().rfind("w/grad", 0) == 0 && t.copy().to().type() == "cpu") {
+        gradient_copy_input = t.inputs(0).register_id();
+      }
+    }
+    ASSERT_GE(weight_copy, 0) << "rank " << rank_plan.rank() << ": w copied to the device";
+    ASSERT_GE(gradient_copy_input, 0) << "rank " << rank_plan.rank() << ": its gradient copied back";
+    // The step-rate weight is repeated per micro-batch on the device; the gradient summed there.
+    bool repeated = false;
+    for (const TaskProto& t : rank_plan.tasks()) {
+      repeated |= t.type() == TaskProto::REPEAT && t.device().type() == "cuda" && t.inputs(0).register_id() == weight_copy;
+    }
+    EXPECT_TRUE(repeated) << "rank " << rank_plan.rank();
+    ASSERT_TRUE(producer.count(gradient_copy_input));
+    EXPECT_EQ(producer[gradient_copy_input]->type(), TaskProto::ACCUMULATE);
+    EXPECT_EQ(producer[gradient_copy_input]->device().type(), "cuda");
+  }
+  for (int32_t r = 0; r < whole->world_size(); ++r) {
+    CompileOptions options;
+    options.only_rank = r;
+    absl::StatusOr<PlanProto> part = LowerDecisions(*decisions, options);
+    ASSERT_TRUE(part.ok()) << "rank " << r << ": " << part.status();
+    EXPECT_TRUE(Bytes(part->rank_plans(0)) == Bytes(whole->rank_plans(r))) << "rank " << r << "'s plan differs";
   }
 }
 
