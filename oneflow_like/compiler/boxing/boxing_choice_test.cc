@@ -1,6 +1,9 @@
-// The schedule choice (kAuto): the cheapest of direct, ring and staged, with direct costed last
-// and given up on once dearer than the best other (BoxingCostAccumulator::set_give_up_above).
-// The reference: every policy costed in full on its own, and the first of the cheapest taken.
+// What per-rank compiles at scale rest on, against the whole plan as reference:
+//   - the schedule choice (kAuto): the cheapest of direct, ring and staged, with direct costed
+//     last and given up on once dearer than the best other (BoxingCostAccumulator::
+//     set_give_up_above); reference: every policy costed in full on its own, the first cheapest;
+//   - Shape: the counts of Expand's plan without its steps;
+//   - ExpandPart: one rank's part of Expand's plan, value for value and step for step.
 #include <limits>
 #include <optional>
 #include <string>
@@ -143,6 +146,62 @@ TEST(BoxingShapeTest, EqualsTheCountsOfTheExpandedPlan) {
   const BoxingRequest bad = MakeRequest("[3,5]", r8, "S(0)", r8, "B");
   EXPECT_EQ(p2p.Shape(bad).status(), p2p.Expand(bad).status());
   EXPECT_EQ(p2p.Shape(bad).status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+TEST(BoxingPartTest, IsTheWholePlansPartOfTheRankValueForValue) {
+  const std::string r8 = Ranks(8), m42 = Mesh(4, 2), other = "cpu:[8,9,10,11,12,13,14,15]";
+  const std::vector<BoxingRequest> requests = {
+      MakeRequest("[64,16]", r8, "P", r8, "B"),
+      MakeRequest("[13,11]", r8, "S(0)", r8, "S(1)"),
+      MakeRequest("[13,5]", r8, "B", r8, "B"),
+      MakeRequest("[13,5]", r8, "S(0)", other, "B"),
+      MakeRequest("[16,6]", m42, "P, P", m42, "S(0), B"),
+      MakeRequest("[9,7]", m42, "S(1), S(0)", "cpu:[[8,9],[10,11],[12,13],[14,15]]", "S(0), S(1)"),
+  };
+  const PointToPointExpander p2p;
+  for (const BoxingRequest& r : requests) {
+    const BoxingPlan whole = p2p.Expand(r).value();
+    const int32_t ns = whole.num_source_values();
+    for (int32_t me : {0, 5, 9, 15}) {
+      SCOPED_TRACE(absl::StrCat("rank ", me, ": ", r.ToString()));
+      const BoxingPart part = p2p.ExpandPart(r, Rank(me)).value();
+      ASSERT_TRUE(part.reduced);
+      EXPECT_EQ(part.num_steps, static_cast<int64_t>(whole.steps.size()));
+      EXPECT_EQ(part.plan.schedule_detail, whole.schedule_detail);
+      ASSERT_EQ(part.original_value.size(), part.plan.values.size());
+      std::vector<int32_t> new_id(whole.values.size(), -1);
+      for (size_t v = 0; v < part.plan.values.size(); ++v) {
+        const int32_t o = part.original_value[v];
+        ASSERT_TRUE(o >= 0 && o < static_cast<int32_t>(whole.values.size()));
+        if (v > 0) EXPECT_LT(part.original_value[v - 1], o);  // in order
+        new_id[o] = static_cast<int32_t>(v);
+        EXPECT_EQ(part.plan.values[v].device, whole.values[o].device);
+        EXPECT_EQ(part.plan.values[v].region, whole.values[o].region);
+      }
+      for (int32_t v = 0; v < ns; ++v) EXPECT_EQ(new_id[v], v);  // every source, same id
+      ASSERT_EQ(part.plan.dst_values.size(), whole.dst_values.size());
+      for (size_t d = 0; d < whole.dst_values.size(); ++d) EXPECT_EQ(part.plan.dst_values[d], new_id[whole.dst_values[d]]);
+      // Step k of the part defines value ns + k; it is the whole plan's step defining that value.
+      ASSERT_EQ(part.plan.steps.size(), part.plan.values.size() - ns);
+      for (size_t k = 0; k < part.plan.steps.size(); ++k) {
+        const BoxingStep& step = part.plan.steps[k];
+        const BoxingStep& same = whole.steps[part.original_value[ns + k] - ns];
+        EXPECT_EQ(step.output, static_cast<int32_t>(ns + k));
+        EXPECT_EQ(step.kind, same.kind);
+        EXPECT_EQ(step.rank, same.rank);
+        EXPECT_EQ(step.peer, same.peer);
+        EXPECT_EQ(step.bytes, same.bytes);
+        ASSERT_EQ(step.inputs.size(), same.inputs.size());
+        for (size_t i = 0; i < step.inputs.size(); ++i) EXPECT_EQ(step.inputs[i], new_id[same.inputs[i]]);
+      }
+      // Every step the rank runs or sends from is there, with its inputs.
+      for (int32_t k : whole.StepsOfRank(Rank(me))) {
+        ASSERT_GE(new_id[whole.steps[k].output], 0) << "step " << k;
+        for (int32_t in : whole.steps[k].inputs) EXPECT_GE(new_id[in], 0) << "step " << k;
+      }
+      EXPECT_EQ(part.plan.StepsOfRank(Rank(me)).size(), whole.StepsOfRank(Rank(me)).size());
+    }
+  }
 }
 
 }  // namespace
