@@ -266,6 +266,12 @@ TEST(DeviceCopyTest, PerRankLoweringEqualsTheWholePlan) {
     const PlanProto whole = ExpectPerRankMatchesWhole(AnnotatedGraph(text, *registry), {});
     EXPECT_GT(CountTasks(whole, TaskProto::COPY), 0);
   }
+  // Ranks without work (a world larger than the placements) lower to empty plans.
+  LowerOptions wider;
+  wider.world_size = 6;
+  for (const char* text : {kAcrossRanksText, kPipelineText}) {
+    ExpectPerRankMatchesWhole(AnnotatedGraph(text, *registry), wider);
+  }
 }
 
 // ---- The verifier on broken device moves ----
