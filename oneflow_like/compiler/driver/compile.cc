@@ -95,13 +95,22 @@ absl::StatusOr<GlobalDecisions> RunGlobalPasses(Graph graph, const CompileOption
   return decisions;
 }
 
-absl::StatusOr<PlanProto> LowerDecisions(const GlobalDecisions& decisions, const CompileOptions& options,
-                                         CompileReport* report) {
+namespace {
+
+// LowerDecisions; `movable` non-null: the decisions to move into the plan (else copied).
+absl::StatusOr<PlanProto> Lower(const GlobalDecisions& decisions, std::vector<OpSbpDecisionProto>* movable,
+                                const CompileOptions& options, CompileReport* report) {
   PhaseClock clock(options, report);
   const Graph& graph = decisions.graph;
   const LowerOptions lower_options = LowerOptionsFor(options);
   ASSIGN_OR_RETURN(PlanProto plan, LowerToPlan(graph, lower_options));
-  for (const OpSbpDecisionProto& d : decisions.sbp_decisions) *plan.add_sbp_decisions() = d;
+  plan.mutable_sbp_decisions()->Reserve(static_cast<int>(decisions.sbp_decisions.size()));
+  if (movable != nullptr) {
+    for (OpSbpDecisionProto& d : *movable) *plan.add_sbp_decisions() = std::move(d);
+    movable->clear();
+  } else {
+    for (const OpSbpDecisionProto& d : decisions.sbp_decisions) *plan.add_sbp_decisions() = d;
+  }
   if (plan.has_per_rank()) {
     *plan.mutable_per_rank()->mutable_agreement() = MakeJobAgreement(graph, lower_options, plan.world_size());
   }
@@ -121,9 +130,21 @@ absl::StatusOr<PlanProto> LowerDecisions(const GlobalDecisions& decisions, const
   return plan;
 }
 
+}  // namespace
+
+absl::StatusOr<PlanProto> LowerDecisions(const GlobalDecisions& decisions, const CompileOptions& options,
+                                         CompileReport* report) {
+  return Lower(decisions, nullptr, options, report);
+}
+
+absl::StatusOr<PlanProto> LowerDecisions(GlobalDecisions&& decisions, const CompileOptions& options,
+                                         CompileReport* report) {
+  return Lower(decisions, &decisions.sbp_decisions, options, report);
+}
+
 absl::StatusOr<PlanProto> Compile(Graph graph, const CompileOptions& options, CompileReport* report) {
   ASSIGN_OR_RETURN(GlobalDecisions decisions, RunGlobalPasses(std::move(graph), options, report));
-  return LowerDecisions(decisions, options, report);
+  return LowerDecisions(std::move(decisions), options, report);
 }
 
 absl::StatusOr<PlanProto> CompileJob(const JobProto& job, const OpRegistry& registry, const CompileOptions& options,

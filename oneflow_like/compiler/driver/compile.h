@@ -97,6 +97,9 @@ absl::StatusOr<GlobalDecisions> RunGlobalPasses(Graph graph, const CompileOption
 // Lowers (the whole plan, or options.only_rank's), verifies and seals. `report` gets the phases.
 absl::StatusOr<PlanProto> LowerDecisions(const GlobalDecisions& decisions, const CompileOptions& options = {},
                                          CompileReport* report = nullptr);
+// The same, moving the SBP decisions into the plan instead of copying them (Compile).
+absl::StatusOr<PlanProto> LowerDecisions(GlobalDecisions&& decisions, const CompileOptions& options = {},
+                                         CompileReport* report = nullptr);
 // The LowerOptions Compile lowers with.
 LowerOptions LowerOptionsFor(const CompileOptions& options);
 

@@ -90,10 +90,10 @@ std::string DeterministicBytes(const google::protobuf::MessageLite& message) {
   return bytes;
 }
 
-// The bytes that frame one RankPlanProto inside PlanProto: the tag of field 4 (wire type 2,
-// length-delimited) and the length as a varint.
-std::string RankPlanFrame(size_t length) {
-  std::string frame(1, static_cast<char>((4 << 3) | 2));
+// The bytes that frame one element of a repeated message field (< 16) inside PlanProto: its tag
+// (wire type 2, length-delimited) and the length as a varint.
+std::string FieldFrame(int field, size_t length) {
+  std::string frame(1, static_cast<char>((field << 3) | 2));
   uint64_t value = length;
   while (value >= 0x80) {
     frame.push_back(static_cast<char>((value & 0x7f) | 0x80));
@@ -114,21 +114,31 @@ uint64_t HashPlanInParts(const PlanProto& plan, int workers) {
   head.set_job_name(plan.job_name());
   head.set_world_size(plan.world_size());
   *head.mutable_ranks() = plan.ranks();
+  // The fields after the rank plans: 5, then every SBP decision framed as field 6 (not copied:
+  // at 16384 ranks they are the plan's largest part), then 7, 9, 10.
   PlanProto tail;
   tail.set_pieces_per_step(plan.pieces_per_step());
-  *tail.mutable_sbp_decisions() = plan.sbp_decisions();
-  *tail.mutable_memory() = plan.memory();
-  *tail.mutable_boxing_choices() = plan.boxing_choices();
-  if (plan.has_per_rank()) *tail.mutable_per_rank() = plan.per_rank();
+  PlanProto after;
+  *after.mutable_memory() = plan.memory();
+  *after.mutable_boxing_choices() = plan.boxing_choices();
+  if (plan.has_per_rank()) *after.mutable_per_rank() = plan.per_rank();
+  auto hash_tail = [&](uint64_t hash) {
+    hash = HashMessage(hash, tail);
+    for (const OpSbpDecisionProto& d : plan.sbp_decisions()) {
+      hash = Fnv1a64Continue(hash, FieldFrame(6, d.ByteSizeLong()));
+      hash = HashMessage(hash, d, /*sizes_cached=*/true);
+    }
+    return HashMessage(hash, after);
+  };
 
   uint64_t hash = HashMessage(kFnvOffsetBasis, head);
   const int n = plan.rank_plans_size();
   if (workers <= 1) {  // streamed: no buffer per rank plan
     for (const RankPlanProto& rank_plan : plan.rank_plans()) {
-      hash = Fnv1a64Continue(hash, RankPlanFrame(rank_plan.ByteSizeLong()));
+      hash = Fnv1a64Continue(hash, FieldFrame(4, rank_plan.ByteSizeLong()));
       hash = HashMessage(hash, rank_plan, /*sizes_cached=*/true);
     }
-    return HashMessage(hash, tail);
+    return hash_tail(hash);
   }
   const int window = 4 * workers;  // rank plans serialized ahead of the hash, at most
   std::vector<std::string> bytes(n);
@@ -169,7 +179,7 @@ uint64_t HashPlanInParts(const PlanProto& plan, int workers) {
       serialized = std::move(bytes[i]);
       bytes[i] = std::string();
     }
-    hash = Fnv1a64Continue(hash, RankPlanFrame(serialized.size()));
+    hash = Fnv1a64Continue(hash, FieldFrame(4, serialized.size()));
     hash = Fnv1a64Continue(hash, serialized);
     {
       std::lock_guard<std::mutex> lock(mutex);
@@ -178,7 +188,7 @@ uint64_t HashPlanInParts(const PlanProto& plan, int workers) {
     changed.notify_all();
   }
   for (std::thread& helper : helpers) helper.join();
-  return HashMessage(hash, tail);
+  return hash_tail(hash);
 }
 
 }  // namespace
