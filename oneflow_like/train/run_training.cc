@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "oneflow_like/compiler/plan/plan_bytes.h"
 #include "oneflow_like/core/status.h"
 #include "oneflow_like/train/checkpoint.h"
 
@@ -97,8 +98,10 @@ absl::Status RunTraining(const TrainerOptions& options, const RunOptions& run, c
   }
   if (!times.empty() && leader) {
     const double median = Median(times);
+    // Planned blocks plus the staging of mirrors (as olplan memory counts): the largest over the
+    // plan's ranks (this process's own under olrun, where the plan is per rank).
     int64_t peak = 0;
-    for (const RankMemoryProto& m : trainer->plan().memory()) peak = std::max(peak, m.planned_bytes());
+    for (int32_t rank : trainer->plan().ranks()) peak = std::max(peak, compiler::RankPeakBytes(trainer->plan(), rank));
     // The allocators' real high-water marks of this process's ranks (olplan's memory check).
     int64_t measured = 0;
     for (const actor::Runtime* runtime : trainer->executor()->local_runtimes()) {

@@ -369,6 +369,12 @@ class Compare(unittest.TestCase):
             r = subprocess.run([oltrain, *job, "--steps=4", "--warmup=1", f"--timeline={d}/tl"], capture_output=True,
                                text=True, timeout=300, env=dict(os.environ, OPENBLAS_NUM_THREADS="1"))
             self.assertEqual(r.returncode, 0, r.stderr[-2000:])
+            # oltrain's RESULT line counts planned memory as olplan memory does (blocks + staging).
+            planned = float(re.search(r"planned_peak_mib_per_rank=([0-9.]+)", r.stdout).group(1))
+            m = json.loads(run("memory", *job, "--json").stdout)
+            olplan_peak = max(rank["planned_bytes"] for rank in m["ranks"]) / 2**20
+            self.assertGreater(max(rank["staging_bytes"] for rank in m["ranks"]), 0)  # dp2: gradients are staged
+            self.assertAlmostEqual(planned, olplan_peak, delta=0.051)  # printed with one decimal
             c = subprocess.run([sys.executable, os.path.join(HERE, "olplan_compare.py"), OLPLAN, *job, "--in-process",
                                 "--timeline", f"{d}/tl", "--json"], capture_output=True, text=True, timeout=300,
                                env=dict(os.environ, HOME=_HOME))

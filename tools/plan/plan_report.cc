@@ -13,6 +13,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "oneflow_like/actor/plan_rates.h"
+#include "oneflow_like/compiler/plan/plan_bytes.h"
 #include "oneflow_like/core/data_type.h"
 #include "oneflow_like/core/sbp.h"
 
@@ -25,15 +26,9 @@ std::string NdText(const NdSbpProto& proto) {
   return nd.ok() ? nd->ToString() : "?";
 }
 
-int64_t SlotBytes(const TensorDescProto& desc) {
-  int64_t n = 1;
-  for (int64_t d : desc.dims()) n *= d;
-  return n * SizeOf(static_cast<DataType>(desc.dtype()));
-}
-
 int64_t PayloadBytes(const RegisterProto& reg) {
   int64_t total = 0;
-  for (const TensorDescProto& slot : reg.slots()) total += SlotBytes(slot);
+  for (const TensorDescProto& slot : reg.slots()) total += compiler::SlotBytes(slot);
   return total;
 }
 
@@ -174,9 +169,7 @@ absl::StatusOr<PlanSummary> Summarize(const PlanProto& plan, const ReportOptions
       if (reg.has_remote()) {
         // A mirror of a register produced on another rank: the runtime stages its buffers in
         // memory of its own (actor/runtime_build.cc), outside the planned blocks.
-        int64_t stride = 0;
-        for (const TensorDescProto& slot : reg.slots()) stride += (SlotBytes(slot) + 63) / 64 * 64;
-        const int64_t bytes = std::max<int64_t>(1, stride * std::max(1, reg.count()));
+        const int64_t bytes = compiler::MirrorStagingBytes(reg);
         r.staging_bytes += bytes;
         r.bytes_by_category["transfer staging"] += bytes;
         continue;

@@ -12,6 +12,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_replace.h"
+#include "oneflow_like/compiler/plan/plan_bytes.h"
 #include "oneflow_like/actor/plan_rates.h"
 #include "oneflow_like/core/data_type.h"
 #include "oneflow_like/core/ids.h"
@@ -82,12 +83,6 @@ struct Node {
   double last = 0;
 };
 
-int64_t SlotBytes(const TensorDescProto& d) {
-  int64_t n = 1;
-  for (int64_t x : d.dims()) n *= x;
-  return n * SizeOf(static_cast<DataType>(d.dtype()));
-}
-
 // Bytes one COLLECTIVE call moves: its outputs; for a bucket (CollectiveParams.parts, outputs
 // slots of the register `bucket`) the parts' slots of an ALL_REDUCE, and only the staging slot
 // of a REDUCE_SCATTER (the shards are copied out of it after the call).
@@ -98,7 +93,7 @@ int64_t CollectiveCallBytes(const TaskProto& task, const RegisterProto* bucket, 
   int64_t bytes = 0;
   for (int k = scatter ? parts : 0; k < (scatter ? parts + 1 : parts) && k < task.outputs_size(); ++k) {
     const int slot = task.outputs(k).slot();
-    if (slot >= 0 && slot < bucket->slots_size()) bytes += SlotBytes(bucket->slots(slot));
+    if (slot >= 0 && slot < bucket->slots_size()) bytes += compiler::SlotBytes(bucket->slots(slot));
   }
   return bytes;
 }
@@ -198,7 +193,7 @@ class Simulator {
         if (r.has_remote()) continue;
         Reg reg;
         reg.capacity = std::max(1, r.count());
-        for (const TensorDescProto& s : r.slots()) reg.bytes += SlotBytes(s);
+        for (const TensorDescProto& s : r.slots()) reg.bytes += compiler::SlotBytes(s);
         reg.proto = &r;
         reg_of[r.id()] = static_cast<int>(regs_.size());
         if (r.has_memory()) memory_.push_back({&r, rp.rank(), static_cast<int>(regs_.size())});
@@ -317,7 +312,7 @@ class Simulator {
       const MemoryLocationProto& mem = proto->memory();
       int64_t span = 0;
       for (int s = 0; s < proto->slots_size() && s < mem.slot_offsets_size(); ++s) {
-        span = std::max(span, mem.slot_offsets(s) + SlotBytes(proto->slots(s)));
+        span = std::max(span, mem.slot_offsets(s) + compiler::SlotBytes(proto->slots(s)));
       }
       if (span == 0) continue;
       intervals.push_back({rank, mem.block_id(), mem.offset(), mem.offset() + (r.capacity - 1) * mem.buffer_bytes() + span, reg});
