@@ -15,7 +15,8 @@
 // Sections and fields (configs/README.md documents each):
 //   [model]      kind (mlp|gpt), vocab, seq_len, n_layer, n_embd, n_head, init, gelu, width, depth
 //   [data]       source (synthetic|text), path, batch, data_batches
-//   [parallel]   dp, tp, pp, micro_batches, grad_accum, zero_stage, boxing, recompute, reuse_memory
+//   [parallel]   dp, tp, pp, micro_batches, grad_accum, zero_stage, boxing, recompute, reuse_memory,
+//                compute_streams
 //   [optimizer]  kind (adamw for gpt, sgd for mlp), lr
 //   [train]      steps, warmup, seed, watchdog_ms, timeline
 //   [checkpoint] dir, every, resume

@@ -76,6 +76,8 @@ TEST(ConfigFileTest, ErrorsNameFileLineSectionAndField) {
             std::string::npos);
   EXPECT_NE(Error("[parallel]\nboxing = nccl\n").find("[parallel] boxing: expected p2p, collective or auto"),
             std::string::npos);
+  EXPECT_NE(Error("[parallel]\ncompute_streams = 3\n").find("[parallel] compute_streams: expected an integer in [1, 2]"),
+            std::string::npos);
   EXPECT_NE(Error("[model]\nkind = rnn\n").find("[model] kind: expected mlp or gpt, got 'rnn'"), std::string::npos);
 }
 

@@ -25,6 +25,7 @@ namespace train {
 compiler::CompileOptions CompileOptionsFor(const TrainerOptions& options) {
   compiler::CompileOptions compile;
   compile.reuse_memory = options.reuse_memory;
+  compile.compute_streams = options.compute_streams;
   compile.boxing = options.boxing;
   compile.bucket_bytes = static_cast<int64_t>(options.bucket_mb * (1 << 20));
   compile.only_rank = options.only_rank;
@@ -220,6 +221,7 @@ std::string Trainer::PlanSummary(int max_ops) const {
   s << "batch " << batch_ << " per step = " << plan_.pieces_per_step() << " piece(s) x " << piece_rows_
     << "; zero_stage " << options_.zero_stage << ", recompute " << (options_.recompute ? "on" : "off")
     << ", reuse_memory " << (options_.reuse_memory ? "on" : "off")
+    << (options_.compute_streams > 1 ? absl::StrCat(", compute streams ", options_.compute_streams) : "")
     << "; plan " << plan_.content_hash() << "\n";
   s << absl::StrFormat("compiled in %.2f s (", compile_seconds_);
   for (size_t i = 0; i < report_.phase_seconds.size(); ++i) {

@@ -56,6 +56,7 @@ struct TrainerOptions {
   int32_t gradient_accumulation_steps = 0;  // 0 = 1
   int32_t zero_stage = 0;         // 1 = ZeRO-1 optimizer-state sharding over dp
   bool reuse_memory = true;       // lifetime-based register sharing (compile.h's default)
+  int32_t compute_streams = 1;    // 2: the gradients the optimizer reads on a second compute stream
   // Boxing as transfers + local adds (p2p), as collective calls (gloo), or per transition the
   // cheaper by the cost model (auto; compiler/lower/lower.h).
   compiler::BoxingStyle boxing = compiler::BoxingStyle::kPointToPoint;

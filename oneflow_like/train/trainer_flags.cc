@@ -57,6 +57,9 @@ Parallel layout (world = dp x tp x pp ranks):
   --grad_accum=N         gradient accumulation pieces per step
   --zero_stage=0|1       ZeRO-1: shard optimizer state over dp
   --reuse_memory[=bool]  share register bytes by lifetime (on; --reuse_memory=false: naive)
+  --compute_streams=1|2  2: the weight/bias gradients run on a second compute stream beside the
+                         rest of backward (two GEMMs of a layer at once; their registers are
+                         live the whole step, so planned memory grows) (1)
   --boxing=p2p|collective|auto  boxing as transfers + local adds (p2p, default), as gloo
                          collective calls, or per transition the cheaper by the cost model
   --bucket_mb=X          collective boxing: data-parallel gradients synchronized in buckets of
@@ -193,6 +196,7 @@ absl::StatusOr<TrainerFlags> ParseTrainerFlags(const std::vector<std::string>& a
          return absl::OkStatus();
        }},
       {"--watchdog_ms", integer(&o.watchdog_ms, 1)},
+      {"--compute_streams", integer32(&o.compute_streams, 1, 2)},
       {"--recompute",
        [&](const std::string& flag, const std::string& v) -> absl::Status {
          ASSIGN_OR_RETURN(o.recompute, Bool(flag, v));

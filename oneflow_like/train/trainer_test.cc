@@ -184,6 +184,22 @@ TEST_F(TrainerTest, IntraOpThreadsKeepTheLosses) {
   unsetenv("OMP_NUM_THREADS");
 }
 
+// Two compute streams (the optimizer's gradients on a second one) change when tasks run, not what
+// they compute: the losses are bit-identical, on 2 data-parallel x 2 pipeline ranks with 2
+// micro-batches (gradients accumulated across pieces).
+TEST_F(TrainerTest, TwoComputeStreamsKeepTheLosses) {
+  TrainerOptions o = TinyGpt();
+  o.layout = {.dp = 2, .pp = 2};
+  o.micro_batches = 2;
+  o.gpt.n_layer = 2;
+  o.gpt.batch = o.batch = 8;  // 2 sequences per micro-batch and rank
+  o.intra_op_threads = 1;
+  const std::vector<double> one = Train(o, 3, registry_.get());
+  ASSERT_EQ(one.size(), 3u);
+  o.compute_streams = 2;
+  EXPECT_EQ(Train(o, 3, registry_.get()), one);
+}
+
 // MLP on a fixed batch: at lr 0 -> tiny the loss stays, the first loss is the MSE of the
 // initial model whatever the lr, and the summary names the ranks and the biggest op.
 TEST_F(TrainerTest, MlpTrainsAndSummarizesThePlan) {

@@ -74,6 +74,7 @@ JobAgreementProto MakeJobAgreement(const Graph& graph, const LowerOptions& optio
   agreement.set_boxing(BoxingName(options.boxing));
   agreement.set_bucket_bytes(options.bucket_bytes);
   agreement.set_reuse_memory(options.reuse_memory);
+  if (options.compute_streams > 1) agreement.set_compute_streams(options.compute_streams);  // 0: one
   Digest digest;
   digest.Bytes(graph.name());
   digest.Message(graph.config());
@@ -126,6 +127,7 @@ JobAgreementProto MakeJobAgreement(const Graph& graph, const LowerOptions& optio
   digest.Bytes(BoxingName(options.boxing));
   digest.Int(options.bucket_bytes);
   digest.Int(options.reuse_memory);
+  if (options.compute_streams > 1) digest.Int(options.compute_streams);  // one stream: digests as before
   digest.Int(options.alignment);
   digest.Int(options.max_register_count);
   digest.Int(world_size);
@@ -163,6 +165,7 @@ std::string AgreementDifference(const JobAgreementProto& mine, const JobAgreemen
   field("boxing", mine.boxing(), theirs.boxing());
   field("bucket_bytes", mine.bucket_bytes(), theirs.bucket_bytes());
   field("reuse_memory", mine.reuse_memory(), theirs.reuse_memory());
+  field("compute_streams", std::max(1, mine.compute_streams()), std::max(1, theirs.compute_streams()));
   if (parts.empty()) {
     return absl::StrCat("the graphs or options differ in detail (digest ", mine.digest(), " vs ", theirs.digest(),
                         "; every summary field agrees)");

@@ -58,6 +58,7 @@ LowerOptions LowerOptionsFor(const CompileOptions& options) {
   lower_options.boxing_options.cost = options.cost;
   lower_options.world_size = options.world_size;
   lower_options.reuse_memory = options.reuse_memory;
+  lower_options.compute_streams = options.compute_streams;
   lower_options.only_rank = options.only_rank;
   return lower_options;
 }

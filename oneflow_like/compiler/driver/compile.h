@@ -61,6 +61,9 @@ struct CompileOptions {
   // are identical with and without (tests/e2e/parallel_training_test.cc checks bit equality).
   // false: every register has bytes of its own (planned bytes = the naive sum).
   bool reuse_memory = true;
+  // Compute streams per device (LowerOptions::compute_streams): 1, or 2 (gradients for the
+  // optimizer on a second stream).
+  int32_t compute_streams = 1;
   // Number of processes of the job; 0 = 1 + the largest rank any placement uses.
   int32_t world_size = 0;
   // -1: the whole plan. r >= 0: rank r's plan alone (see above; LowerOptions::only_rank).

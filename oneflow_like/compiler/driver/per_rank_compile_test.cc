@@ -29,6 +29,7 @@ struct Case {
   BoxingStyle boxing = BoxingStyle::kPointToPoint;
   int64_t n_layer = 2;
   int64_t batch = 0;  // per piece; 0 = 2 per dp rank
+  int32_t compute_streams = 1;
 };
 
 std::string Bytes(const google::protobuf::MessageLite& m) {
@@ -58,6 +59,7 @@ TEST_P(PerRankCompileTest, EveryRankPlanEqualsTheWholePlans) {
   CompileOptions options;
   options.boxing = c.boxing;
   options.bucket_bytes = 2048;  // several buckets on this small model
+  options.compute_streams = c.compute_streams;
   absl::StatusOr<GlobalDecisions> decisions = RunGlobalPasses(*std::move(graph), options);
   ASSERT_TRUE(decisions.ok()) << decisions.status();
   absl::StatusOr<PlanProto> whole = LowerDecisions(*decisions, options);
@@ -111,7 +113,9 @@ INSTANTIATE_TEST_SUITE_P(
         Case{"dp2_tp2_pp2_auto", {.dp = 2, .tp = 2, .pp = 2}, 2, 0, true, BoxingStyle::kAuto},
         // Uneven: 5 sequences over 3 data-parallel ranks, 3 layers over 2 stages.
         Case{"dp3_pp2_uneven", {.dp = 3, .pp = 2}, 1, 1, false, BoxingStyle::kPointToPoint, 3, 5},
-        Case{"dp3_pp2_uneven_buckets", {.dp = 3, .pp = 2}, 1, 1, false, BoxingStyle::kCollective, 3, 5}),
+        Case{"dp3_pp2_uneven_buckets", {.dp = 3, .pp = 2}, 1, 1, false, BoxingStyle::kCollective, 3, 5},
+        Case{"dp2_tp2_pp2_two_compute_streams", {.dp = 2, .tp = 2, .pp = 2}, 2, 1, false, BoxingStyle::kPointToPoint, 2, 0,
+             2}),
     Name);
 
 // A rank given another job is refused naming what differs: the agreement of a job with another

@@ -125,6 +125,7 @@ absl::Status Lowerer::EmitOp(OpId op_id) {
   for (int64_t d : devices) {
     const Rank rank = placement.ranks()[d];
     TaskInfo info = NewTask(TaskProto::COMPUTE, rank, placement.device_type(), op.name, op.name, op.stage, position);
+    info.side_stream = side_stream_op_[op.id.value()];
     ComputeParams* compute = info.proto.mutable_compute();
     *compute = params;
     for (size_t i = 0; i < op.inputs.size(); ++i) {

@@ -199,6 +199,7 @@ class Lowerer {
   int64_t pieces_per_step_ = 1;
   bool multi_rate_ = false;  // pieces_per_step_ > 1
   std::vector<int64_t> position_of_op_;      // by OpId
+  std::vector<bool> side_stream_op_;         // by OpId: compute_streams 2, its tasks on stream 4
   std::vector<int> first_reader_stage_;      // by TensorId
   PlanBuilder builder_;
   std::vector<Value> native_;                // by TensorId: what its producer delivers

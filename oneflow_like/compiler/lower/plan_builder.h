@@ -46,6 +46,7 @@ struct TaskInfo {
   TaskProto proto;         // everything but id, consumed/produced ids, inputs/outputs, order
   int stage = 0;           // pipeline stage the task works for
   int64_t position = -1;   // program-order index of the op it belongs to (-1: a source)
+  bool side_stream = false;  // a COMPUTE task on the second compute stream (kSideComputeStream)
 };
 
 struct RegisterInfo {

@@ -17,8 +17,8 @@ namespace {
 int64_t RoundUp(int64_t bytes, int64_t alignment) { return (bytes + alignment - 1) / alignment * alignment; }
 
 bool OnComm(TaskProto::Type type) { return type == TaskProto::TRANSFER || type == TaskProto::COLLECTIVE; }
-// Tasks that are not on the compute stream: a register they touch is live the whole step.
-bool OffCompute(TaskProto::Type type) { return OnComm(type) || type == TaskProto::COPY; }
+// Tasks that are not on the (first) compute stream: a register they touch is live the whole step.
+bool OffCompute(const TaskProto& task) { return task.stream_id() != kComputeStream; }
 
 constexpr char kCpuName[] = "cpu";
 
@@ -67,7 +67,8 @@ void AssignStreams(PlanBuilder* builder) {
       task.set_stream_kind(STREAM_COPY);
     } else {
       const bool comm = OnComm(task.type());
-      task.set_stream_id(comm ? kCommStream : kComputeStream);
+      const bool side = builder->task_at(i).side_stream && task.type() == TaskProto::COMPUTE;
+      task.set_stream_id(comm ? kCommStream : side ? kSideComputeStream : kComputeStream);
       task.set_stream_kind(comm ? STREAM_COMM : STREAM_COMPUTE);
     }
     const bool host = task.device().type() == kCpuName;
@@ -181,13 +182,13 @@ absl::StatusOr<std::vector<RankMemory>> AssignMemory(int64_t alignment, bool reu
     }
     location->set_block_id(ReusableBlock(m.device_number));
     bool precise = reuse && reg.proto.count() == 1 && !reg.step_rate && !reg.held_across_steps &&
-                   !OffCompute(producer_task.type());
+                   !OffCompute(producer_task);
     int64_t first = position[producer], last = first;
     for (int64_t c : reg.consumer_tasks) {
       const TaskInfo& consumer = builder->task(c);
       // On another device (a control input pacing a device op by a host register) it is
       // another stream: no order to plan a lifetime by.
-      precise = precise && consumer.proto.rank() == rank && !OffCompute(consumer.proto.type()) &&
+      precise = precise && consumer.proto.rank() == rank && !OffCompute(consumer.proto) &&
                 KeyOf(consumer.proto.device()) == KeyOf(producer_task.device());
       if (precise) last = std::max(last, position[builder->TaskIndex(c)]);
     }

@@ -23,6 +23,8 @@ inline constexpr int32_t kCommStream = 1;
 // COPY tasks, on the device side of the copy (STREAM_COPY): host -> device and device -> host.
 inline constexpr int32_t kHostToDeviceStream = 2;
 inline constexpr int32_t kDeviceToHostStream = 3;
+// LowerOptions::compute_streams = 2: the tasks marked TaskInfo::side_stream (STREAM_COMPUTE).
+inline constexpr int32_t kSideComputeStream = 4;
 
 // Sets stream_id, stream_kind and order_in_stream of every task.
 void AssignStreams(PlanBuilder* builder);
