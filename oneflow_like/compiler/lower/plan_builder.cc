@@ -175,7 +175,10 @@ absl::Status PlanBuilder::Assemble(PlanProto* plan) {
     rank_plan->set_rank(r);
     by_rank[r] = rank_plan;
   }
-  for (RegisterInfo& reg : registers_) {
+  // The builder's entries are popped as they are moved into the plan, so their shells do not
+  // coexist with the plan's copies (the peak of a large whole-plan compile).
+  for (; !registers_.empty(); registers_.pop_front()) {
+    RegisterInfo& reg = registers_.front();
     const int32_t producer_rank = reg.proto.producer().rank();
     // One mirror per remote rank, listing that rank's consumers (TRANSFER tasks only).
     std::vector<std::pair<int32_t, int64_t>> remote;  // (rank, task), sorted below
@@ -211,7 +214,10 @@ absl::Status PlanBuilder::Assemble(PlanProto* plan) {
     // Local entry (moved); a rank's registers stay in id order with its mirrors.
     by_rank[producer_rank]->mutable_registers()->Add(std::move(reg.proto));
   }
-  for (TaskInfo& t : tasks_) by_rank[t.proto.rank()]->mutable_tasks()->Add(std::move(t.proto));
+  for (; !tasks_.empty(); tasks_.pop_front()) {
+    TaskInfo& t = tasks_.front();
+    by_rank[t.proto.rank()]->mutable_tasks()->Add(std::move(t.proto));
+  }
   return absl::OkStatus();
 }
 

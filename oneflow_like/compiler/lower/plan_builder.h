@@ -107,6 +107,7 @@ class PlanBuilder {
   // remote registers consumed there, in id order. Memory locations must already be set on the
   // registers (registers.cc). Internal error if a cross-rank consumer is not a TRANSFER or the
   // whole plan's ids have a gap. Moves the protos out: the builder is spent afterwards.
+  // Moves every task and register into `plan` (the builder is empty afterwards).
   absl::Status Assemble(PlanProto* plan);
 
  private:
