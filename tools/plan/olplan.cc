@@ -300,7 +300,7 @@ std::string Levers(const Job& job, const OpRegistry& registry, const Args& a, in
     if (plan.ok()) {
       absl::StatusOr<plan_tool::PlanSummary> s = plan_tool::Summarize(*plan);
       if (s.ok()) {
-        peak = s->peak_bytes;
+        peak = s->peak_device_bytes;
         fits = peak <= device_memory;
       }
     }
@@ -525,7 +525,7 @@ int Main(int argc, char** argv) {
     return 0;
   }
   // memory
-  const bool fits = device_memory <= 0 || summary->peak_bytes <= device_memory;
+  const bool fits = device_memory <= 0 || summary->peak_device_bytes <= device_memory;
   if (a.json) {
     std::string body = plan_tool::MemoryJson(*summary, device_memory);
     if (!fits) {

@@ -202,6 +202,14 @@ absl::StatusOr<PlanSummary> Summarize(const PlanProto& plan, const ReportOptions
       }
     }
     r.planned_bytes = r.block_bytes + r.staging_bytes;  // what the rank's allocator will hold at its peak
+    r.device_bytes = r.planned_bytes;
+    if (!r.devices.empty()) {
+      r.device_bytes = 0;
+      for (const DeviceBytes& d : r.devices) {
+        if (d.device.rfind("cpu:", 0) != 0) r.device_bytes = std::max(r.device_bytes, d.planned_bytes);
+      }
+    }
+    s.peak_device_bytes = std::max(s.peak_device_bytes, r.device_bytes);
     s.tasks += r.tasks;
     s.registers += r.registers;
     if (r.planned_bytes > s.peak_bytes || s.ranks.empty()) {
@@ -361,8 +369,9 @@ std::string MemoryText(const PlanSummary& s, int64_t device_memory_bytes) {
                           HumanBytes(r->planned_bytes), HumanBytes(r->block_bytes), HumanBytes(r->staging_bytes),
                           HumanBytes(r->persistent_bytes), HumanBytes(r->naive_bytes));
     if (device_memory_bytes > 0) {
-      absl::StrAppend(&out, r->planned_bytes <= device_memory_bytes ? "  fits" : "  DOES NOT FIT", " in ",
+      absl::StrAppend(&out, r->device_bytes <= device_memory_bytes ? "  fits" : "  DOES NOT FIT", " in ",
                       HumanBytes(device_memory_bytes));
+      if (!r->devices.empty()) absl::StrAppend(&out, " (its device blocks: ", HumanBytes(r->device_bytes), ")");
     }
     if (!r->devices.empty()) {
       absl::StrAppend(&out, "\n    per device:");
@@ -390,9 +399,9 @@ std::string MemoryJson(const PlanSummary& s, int64_t device_memory_bytes) {
     }
     ranks.push_back(absl::StrFormat(
         "{\"rank\":%d,\"planned_bytes\":%d,\"block_bytes\":%d,\"staging_bytes\":%d,\"persistent_bytes\":%d,"
-        "\"naive_bytes\":%d,\"fits\":%s,\"by_owner\":{%s},\"largest\":[%s]%s}",
-        r.rank, r.planned_bytes, r.block_bytes, r.staging_bytes, r.persistent_bytes, r.naive_bytes,
-        device_memory_bytes <= 0 ? "null" : (r.planned_bytes <= device_memory_bytes ? "true" : "false"),
+        "\"naive_bytes\":%d,\"device_bytes\":%d,\"fits\":%s,\"by_owner\":{%s},\"largest\":[%s]%s}",
+        r.rank, r.planned_bytes, r.block_bytes, r.staging_bytes, r.persistent_bytes, r.naive_bytes, r.device_bytes,
+        device_memory_bytes <= 0 ? "null" : (r.device_bytes <= device_memory_bytes ? "true" : "false"),
         absl::StrJoin(cats, ","), absl::StrJoin(largest, ","), DevicesJson(r.devices)));
   }
   return absl::StrFormat("{\"job\":%s,\"device_memory_bytes\":%d,\"peak_bytes\":%d,\"ranks\":[%s]}\n", Quote(s.job_name),

@@ -65,6 +65,10 @@ struct RankReport {
   std::vector<RegisterUse> largest;                   // the biggest registers, largest first
   int64_t bytes_received_per_step = 0;
   std::vector<DeviceBytes> devices;  // empty unless the rank's blocks are on several devices
+  // What `--device-memory` is compared with: where the rank's blocks are on the host and an
+  // accelerator, the accelerator's planned blocks (the host side lives in the machine's memory);
+  // else planned_bytes.
+  int64_t device_bytes = 0;
 };
 
 struct PlanSummary {
@@ -84,6 +88,7 @@ struct PlanSummary {
   std::vector<RankReport> ranks;                    // ranks with work, ascending
   int64_t peak_bytes = 0;                           // max over ranks of planned_bytes
   int32_t peak_rank = 0;
+  int64_t peak_device_bytes = 0;                    // max over ranks of device_bytes
 };
 
 struct SbpCandidate {

@@ -47,6 +47,16 @@ TEST(PlanReportTest, RanksOnTwoDevicesAreReportedPerDevice) {
   EXPECT_THAT(SummaryText(*s), HasSubstr("(cpu:0 "));
   EXPECT_THAT(MemoryJson(*s, 0), HasSubstr("\"devices\":[{\"device\":\"cpu:0\""));
   EXPECT_THAT(SummaryJson(*s), HasSubstr("\"device\":\"cuda:0\""));
+  // --device-memory is compared with the accelerator's blocks, not the host's: a budget of the
+  // cuda blocks fits although the rank's total is larger, one byte less does not.
+  const RankReport& r = s->ranks[0];
+  ASSERT_GT(r.devices[0].planned_bytes, 0);  // host blocks exist
+  EXPECT_EQ(r.device_bytes, r.devices[1].planned_bytes);
+  EXPECT_EQ(s->peak_device_bytes, r.device_bytes);
+  EXPECT_LT(r.device_bytes, r.planned_bytes);
+  EXPECT_THAT(MemoryText(*s, r.device_bytes), HasSubstr("  fits in "));
+  EXPECT_THAT(MemoryText(*s, r.device_bytes - 1), HasSubstr("DOES NOT FIT"));
+  EXPECT_THAT(MemoryJson(*s, r.device_bytes), HasSubstr("\"fits\":true"));
 }
 
 TEST(PlanReportTest, CpuOnlyPlansHaveNoDeviceBreakdown) {
@@ -58,7 +68,10 @@ TEST(PlanReportTest, CpuOnlyPlansHaveNoDeviceBreakdown) {
       "output(y)\n");
   absl::StatusOr<PlanSummary> s = Summarize(plan);
   ASSERT_TRUE(s.ok()) << s.status();
-  for (const RankReport& r : s->ranks) EXPECT_TRUE(r.devices.empty());
+  for (const RankReport& r : s->ranks) {
+    EXPECT_TRUE(r.devices.empty());
+    EXPECT_EQ(r.device_bytes, r.planned_bytes);  // one device: the whole peak
+  }
   EXPECT_THAT(MemoryText(*s, 0), Not(HasSubstr("per device")));
   EXPECT_THAT(MemoryJson(*s, 0), Not(HasSubstr("devices")));
 }
