@@ -54,16 +54,20 @@ Lowerer::Lowerer(const Graph& graph, const LowerOptions& options)
   multi_rate_ = pieces_per_step_ > 1;
   position_of_op_.assign(graph.num_ops(), -1);
   for (size_t p = 0; p < graph.op_order().size(); ++p) position_of_op_[graph.op_order()[p].value()] = p;
-  // compute_streams 2: the producers of what optimizers read (weight and bias gradients).
+  // compute_streams 2: the ops whose outputs only optimizers read (weight and bias gradients;
+  // not e.g. a layer norm's backward, whose input gradient the rest of backward waits for).
   side_stream_op_.assign(graph.num_ops(), false);
   if (options.compute_streams > 1) {
     for (OpId id : graph.op_order()) {
       const OpNode& op = graph.op(id);
-      if (!op.def->is_optimizer) continue;
-      for (TensorId input : op.inputs) {
-        const OpId producer = graph.tensor(input).producer;
-        if (producer.valid() && !graph.op(producer).def->is_optimizer) side_stream_op_[producer.value()] = true;
+      if (op.def->is_optimizer || op.inputs.empty() || op.outputs.empty()) continue;
+      bool only_optimizers = true;
+      for (TensorId output : op.outputs) {
+        const TensorNode& t = graph.tensor(output);
+        only_optimizers = only_optimizers && !t.consumers.empty() && !t.is_output;
+        for (const TensorUse& use : t.consumers) only_optimizers = only_optimizers && graph.op(use.op).def->is_optimizer;
       }
+      side_stream_op_[id.value()] = only_optimizers;
     }
   }
   first_reader_stage_.assign(graph.num_tensors(), 0);

@@ -148,8 +148,8 @@ struct LowerOptions {
   // strictly in order_in_stream, piece after piece (docs/plan_format.md); false = every
   // register gets its own bytes (for a runtime that fires ready actors in any order).
   bool reuse_memory = true;
-  // Compute streams per device. 2: the ops that produce what the optimizer reads (the weight
-  // and bias gradients) run on a second compute stream (4, registers.h) beside the rest of
+  // Compute streams per device. 2: the ops whose outputs only optimizers read (the weight and
+  // bias gradients) run on a second compute stream (4, registers.h) beside the rest of
   // backward, so a layer's weight- and input-gradient GEMMs can run at once on two cores; the
   // registers such a task reads or writes get no lifetime (live the whole step: more memory).
   int32_t compute_streams = 1;
