@@ -53,6 +53,7 @@ CollectiveBody::CollectiveBody(comm::CollectiveBackend* backend, const Collectiv
   if (params.parts_size() == 0) geometry_ = MakeGeometry(params);
   for (const CollectiveParams& part : params.parts()) parts_.push_back(MakeGeometry(part));
   const std::vector<int32_t> group = Ranks(params);
+  group_size_ = static_cast<int32_t>(group.size());
   const std::string tag = absl::StrCat("collective/", params.global_order());
   connected_ = std::async(std::launch::async, [backend, group, tag]() -> absl::StatusOr<std::shared_ptr<comm::Communicator>> {
                  absl::StatusOr<std::unique_ptr<comm::Communicator>> comm = backend->Connect(group, tag);
@@ -74,6 +75,13 @@ absl::Status CollectiveBody::Act(ActIo& io) {
 }
 
 void CollectiveBody::Start(ActIo io, std::function<void(const absl::Status&)> finished) {
+  if (!parts_.empty()) {
+    int64_t staged = 0;
+    if (absl::Status s = CheckBucket(io, &staged); !s.ok()) {
+      finished(absl::Status(s.code(), absl::StrCat(name_, ": ", s.message())));
+      return;
+    }
+  }
   auto run = [this, finished](ActIo io) {
     const absl::StatusOr<std::shared_ptr<comm::Communicator>>& comm = connected_.get();
     if (!comm.ok()) {

@@ -71,7 +71,10 @@ class CollectiveBody final : public ActBody {
   };
   static Geometry MakeGeometry(const CollectiveParams& params);
   void Issue(comm::Communicator* comm, ActIo io, comm::CollectiveDone done);
-  // Buckets (collective_bucket.cc).
+  // Buckets (collective_bucket.cc). CheckBucket: the act's tensors against the parts (checked
+  // before waiting for the group, so a bad plan fails at once, whatever the peers do); sets
+  // *staged to the elements of a REDUCE_SCATTER's staging slot.
+  absl::Status CheckBucket(const ActIo& io, int64_t* staged) const;
   void IssueBucket(comm::Communicator* comm, ActIo io, comm::CollectiveDone done);
   void BucketAllReduce(comm::Communicator* comm, ActIo io, comm::CollectiveDone done);
   void BucketReduceScatter(comm::Communicator* comm, ActIo io, comm::CollectiveDone done);
@@ -86,6 +89,7 @@ class CollectiveBody final : public ActBody {
   const CollectiveParams::Kind kind_;
   const int32_t member_;
   const std::string name_;
+  int32_t group_size_ = 0;
   Geometry geometry_;            // not a bucket
   std::vector<Geometry> parts_;  // a bucket: one per part
   std::shared_future<absl::StatusOr<std::shared_ptr<comm::Communicator>>> connected_;

@@ -23,45 +23,52 @@ int64_t Product(const std::vector<int64_t>& dims) {
 
 }  // namespace
 
-void CollectiveBody::IssueBucket(comm::Communicator* comm, ActIo io, comm::CollectiveDone done) {
+absl::Status CollectiveBody::CheckBucket(const ActIo& io, int64_t* staged) const {
   const bool scatter = kind_ == CollectiveParams::REDUCE_SCATTER;
   if (kind_ != CollectiveParams::ALL_REDUCE && !scatter) {
-    return done(absl::InvalidArgumentError(absl::StrCat("a bucket is an ALL_REDUCE or a REDUCE_SCATTER, not ",
-                                                        CollectiveParams::Kind_Name(kind_))));
+    return absl::InvalidArgumentError(
+        absl::StrCat("a bucket is an ALL_REDUCE or a REDUCE_SCATTER, not ", CollectiveParams::Kind_Name(kind_)));
   }
   const size_t parts = parts_.size();
   if (io.inputs.size() != parts || io.outputs.size() != parts + (scatter ? 1 : 0)) {
-    return done(absl::InvalidArgumentError(absl::StrCat("a bucket of ", parts, " part(s) got ", io.inputs.size(),
-                                                        " input(s) and ", io.outputs.size(), " output(s)")));
+    return absl::InvalidArgumentError(absl::StrCat("a bucket of ", parts, " part(s) got ", io.inputs.size(),
+                                                   " input(s) and ", io.outputs.size(), " output(s)"));
   }
   const DataType dtype = io.inputs[0].dtype();
-  int64_t staged = 0;
+  *staged = 0;
   for (size_t k = 0; k < parts; ++k) {
     const Geometry& part = parts_[k];
-    if (part.in_boxes.size() != static_cast<size_t>(comm->size()) ||
-        part.out_boxes.size() != static_cast<size_t>(comm->size())) {
-      return done(absl::InvalidArgumentError(absl::StrCat("part ", k, " has ", part.in_boxes.size(), " input and ",
-                                                          part.out_boxes.size(), " output box(es) for a group of ",
-                                                          comm->size())));
+    if (part.in_boxes.size() != static_cast<size_t>(group_size_) ||
+        part.out_boxes.size() != static_cast<size_t>(group_size_)) {
+      return absl::InvalidArgumentError(absl::StrCat("part ", k, " has ", part.in_boxes.size(), " input and ",
+                                                     part.out_boxes.size(), " output box(es) for a group of ",
+                                                     group_size_));
     }
     const Tensor& in = io.inputs[k];
     const Tensor& out = io.outputs[k];
     if (in.dtype() != dtype || out.dtype() != dtype || in.elem_count() != part.in_boxes[member_].volume ||
         out.elem_count() != part.out_boxes[member_].volume) {
-      return done(absl::InvalidArgumentError(absl::StrCat("part ", k, ": input ", in.desc().ToString(), " and output ",
-                                                          out.desc().ToString(), " do not fit its boxes (",
-                                                          part.in_boxes[member_].volume, " and ",
-                                                          part.out_boxes[member_].volume, " elements of ",
-                                                          DataTypeName(dtype), ")")));
+      return absl::InvalidArgumentError(absl::StrCat("part ", k, ": input ", in.desc().ToString(), " and output ",
+                                                     out.desc().ToString(), " do not fit its boxes (",
+                                                     part.in_boxes[member_].volume, " and ",
+                                                     part.out_boxes[member_].volume, " elements of ",
+                                                     DataTypeName(dtype), ")"));
     }
-    staged += Product(part.group_shape);
+    *staged += Product(part.group_shape);
   }
-  if (!scatter) return BucketAllReduce(comm, std::move(io), std::move(done));
+  if (!scatter) return absl::OkStatus();
   const Tensor& staging = io.outputs.back();
-  if (staging.dtype() != dtype || staging.shape().num_axes() != 1 || staging.elem_count() != staged) {
-    return done(absl::InvalidArgumentError(absl::StrCat("the staging slot is ", staging.desc().ToString(),
-                                                        ", not ", DataTypeName(dtype), "[", staged, "]")));
+  if (staging.dtype() != dtype || staging.shape().num_axes() != 1 || staging.elem_count() != *staged) {
+    return absl::InvalidArgumentError(absl::StrCat("the staging slot is ", staging.desc().ToString(), ", not ",
+                                                   DataTypeName(dtype), "[", *staged, "]"));
   }
+  return absl::OkStatus();
+}
+
+void CollectiveBody::IssueBucket(comm::Communicator* comm, ActIo io, comm::CollectiveDone done) {
+  int64_t staged = 0;
+  if (absl::Status s = CheckBucket(io, &staged); !s.ok()) return done(s);
+  if (kind_ == CollectiveParams::ALL_REDUCE) return BucketAllReduce(comm, std::move(io), std::move(done));
   BucketReduceScatter(comm, std::move(io), std::move(done));
 }
 
