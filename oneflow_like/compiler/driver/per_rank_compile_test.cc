@@ -32,14 +32,6 @@ struct Case {
   int32_t compute_streams = 1;
 };
 
-std::string Bytes(const google::protobuf::MessageLite& m) {
-  std::string out;
-  google::protobuf::io::StringOutputStream stream(&out);
-  google::protobuf::io::CodedOutputStream coded(&stream);
-  coded.SetSerializationDeterministic(true);
-  m.SerializePartialToCodedStream(&coded);
-  return out;
-}
 
 class PerRankCompileTest : public ::testing::TestWithParam<Case> {
  protected:
@@ -81,8 +73,8 @@ TEST_P(PerRankCompileTest, EveryRankPlanEqualsTheWholePlans) {
     ASSERT_TRUE(part.ok()) << "rank " << r << ": " << part.status();
     ASSERT_EQ(part->rank_plans_size(), 1) << "rank " << r;
     ASSERT_EQ(whole->ranks(r), r);
-    EXPECT_TRUE(Bytes(part->rank_plans(0)) == Bytes(whole->rank_plans(r))) << "rank " << r << "'s plan differs";
-    EXPECT_TRUE(Bytes(part->memory(0)) == Bytes(whole->memory(r))) << "rank " << r;
+    EXPECT_TRUE(DeterministicBytes(part->rank_plans(0)) == DeterministicBytes(whole->rank_plans(r))) << "rank " << r << "'s plan differs";
+    EXPECT_TRUE(DeterministicBytes(part->memory(0)) == DeterministicBytes(whole->memory(r))) << "rank " << r;
     EXPECT_TRUE(VerifyRankPlan(*part).ok()) << VerifyRankPlan(*part);
     EXPECT_FALSE(VerifyPlan(*part).ok()) << "a per-rank plan is not a whole plan";
     EXPECT_EQ(CheckPlanHash(*part), absl::OkStatus());

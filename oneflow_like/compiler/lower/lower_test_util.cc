@@ -4,14 +4,13 @@
 #include <map>
 #include <set>
 
-#include <google/protobuf/io/coded_stream.h>
-#include <google/protobuf/io/zero_copy_stream_impl_lite.h>
 
 #include "glog/logging.h"
 #include "gtest/gtest.h"
 #include "oneflow_like/compiler/lower/test_annotate.h"
 #include "oneflow_like/compiler/plan/rank_plans.h"
 #include "oneflow_like/compiler/test_util.h"
+#include "oneflow_like/compiler/plan/plan_hash.h"
 
 namespace oneflow_like {
 namespace compiler {
@@ -19,14 +18,6 @@ namespace testing {
 
 namespace {
 
-std::string Bytes(const google::protobuf::MessageLite& m) {
-  std::string out;
-  google::protobuf::io::StringOutputStream stream(&out);
-  google::protobuf::io::CodedOutputStream coded(&stream);
-  coded.SetSerializationDeterministic(true);
-  m.SerializePartialToCodedStream(&coded);
-  return out;
-}
 
 std::string Head(const std::string& text) { return text.substr(0, 3000); }
 
@@ -38,7 +29,7 @@ std::string FirstDifference(const RankPlanProto& want, const RankPlanProto& got)
              std::to_string(got.registers_size()) + " (per rank); first extra: " +
              Head((i < want.registers_size() ? want.registers(i) : got.registers(i)).DebugString());
     }
-    if (Bytes(want.registers(i)) != Bytes(got.registers(i))) {
+    if (DeterministicBytes(want.registers(i)) != DeterministicBytes(got.registers(i))) {
       return "register " + std::to_string(i) + ":\n--- whole:\n" + Head(want.registers(i).DebugString()) +
              "--- per rank:\n" + Head(got.registers(i).DebugString());
     }
@@ -48,7 +39,7 @@ std::string FirstDifference(const RankPlanProto& want, const RankPlanProto& got)
       return "task count " + std::to_string(want.tasks_size()) + " (whole) vs " + std::to_string(got.tasks_size()) +
              " (per rank); first extra: " + Head((i < want.tasks_size() ? want.tasks(i) : got.tasks(i)).DebugString());
     }
-    if (Bytes(want.tasks(i)) != Bytes(got.tasks(i))) {
+    if (DeterministicBytes(want.tasks(i)) != DeterministicBytes(got.tasks(i))) {
       return "task " + std::to_string(i) + ":\n--- whole:\n" + Head(want.tasks(i).DebugString()) +
              "--- per rank:\n" + Head(got.tasks(i).DebugString());
     }
@@ -117,9 +108,9 @@ PlanProto ExpectPerRankMatchesWhole(const Graph& graph, LowerOptions options) {
       EXPECT_EQ(part->rank_plans_size(), 1);
       EXPECT_EQ(part->memory_size(), 1);
       if (part->rank_plans_size() == 1 && part->memory_size() == 1) {
-        const bool same = Bytes(part->rank_plans(0)) == Bytes(*it->second);
+        const bool same = DeterministicBytes(part->rank_plans(0)) == DeterministicBytes(*it->second);
         EXPECT_TRUE(same) << "rank " << r << ": " << (same ? "" : FirstDifference(*it->second, part->rank_plans(0)));
-        EXPECT_EQ(Bytes(part->memory(0)), Bytes(*memory[r])) << "rank " << r;
+        EXPECT_EQ(DeterministicBytes(part->memory(0)), DeterministicBytes(*memory[r])) << "rank " << r;
         // Every mirror of the whole plan's rank r, with the producing register's rate.
         std::set<int64_t> step_rate(part->per_rank().step_rate_mirrors().begin(),
                                     part->per_rank().step_rate_mirrors().end());
@@ -137,7 +128,7 @@ PlanProto ExpectPerRankMatchesWhole(const Graph& graph, LowerOptions options) {
   if (merged.ok()) {
     PlanProto want = *whole;
     want.clear_content_hash();
-    EXPECT_TRUE(Bytes(*merged) == Bytes(want)) << "the merged per-rank plans differ from the whole plan";
+    EXPECT_TRUE(DeterministicBytes(*merged) == DeterministicBytes(want)) << "the merged per-rank plans differ from the whole plan";
   }
   return *std::move(whole);
 }

@@ -16,6 +16,18 @@
 
 namespace oneflow_like {
 namespace compiler {
+
+std::string DeterministicBytes(const google::protobuf::MessageLite& message) {
+  std::string bytes(message.ByteSizeLong(), '\0');
+  {
+    google::protobuf::io::ArrayOutputStream stream(bytes.data(), static_cast<int>(bytes.size()));
+    google::protobuf::io::CodedOutputStream coded(&stream);
+    coded.SetSerializationDeterministic(true);
+    message.SerializeWithCachedSizes(&coded);
+  }
+  return bytes;
+}
+
 namespace {
 
 constexpr uint64_t kFnvOffsetBasis = 0xcbf29ce484222325ULL;
@@ -78,17 +90,6 @@ uint64_t HashMessage(uint64_t hash, const google::protobuf::MessageLite& message
   return stream->Finish();
 }
 
-// The deterministic serialization of `message`, written into a buffer of its exact size.
-std::string DeterministicBytes(const google::protobuf::MessageLite& message) {
-  std::string bytes(message.ByteSizeLong(), '\0');
-  {
-    google::protobuf::io::ArrayOutputStream stream(bytes.data(), static_cast<int>(bytes.size()));
-    google::protobuf::io::CodedOutputStream coded(&stream);
-    coded.SetSerializationDeterministic(true);
-    message.SerializeWithCachedSizes(&coded);
-  }
-  return bytes;
-}
 
 // The bytes that frame one element of a repeated message field (< 16) inside PlanProto: its tag
 // (wire type 2, length-delimited) and the length as a varint.

@@ -31,6 +31,10 @@ namespace compiler {
 // FNV-1a-64 of `bytes`. Fnv1a64("") == 0xcbf29ce484222325, Fnv1a64("a") == 0xaf63dc4c8601ec8c.
 uint64_t Fnv1a64(absl::string_view bytes);
 
+// The deterministic serialization of `message` (SetSerializationDeterministic: map entries
+// sorted), the bytes the content hash is taken over; also how tests compare plans byte for byte.
+std::string DeterministicBytes(const google::protobuf::MessageLite& message);
+
 // "fnv1a64:" + 16 lowercase hex digits (see above). Ignores the stored content_hash.
 std::string PlanContentHash(const PlanProto& plan);
 

@@ -1,11 +1,10 @@
 #include "oneflow_like/compiler/plan/rank_plans.h"
+#include "oneflow_like/compiler/plan/plan_hash.h"
 
 #include <algorithm>
 #include <string>
 #include <utility>
 
-#include <google/protobuf/io/coded_stream.h>
-#include <google/protobuf/io/zero_copy_stream_impl_lite.h>
 
 #include "absl/strings/str_cat.h"
 
@@ -13,14 +12,6 @@ namespace oneflow_like {
 namespace compiler {
 namespace {
 
-std::string Bytes(const google::protobuf::MessageLite& m) {
-  std::string out;
-  google::protobuf::io::StringOutputStream stream(&out);
-  google::protobuf::io::CodedOutputStream coded(&stream);
-  coded.SetSerializationDeterministic(true);
-  m.SerializeWithCachedSizes(&coded);
-  return out;
-}
 
 // The plan-level fields every part must share, serialized.
 std::string Shared(const PlanProto& part) {
@@ -31,7 +22,7 @@ std::string Shared(const PlanProto& part) {
   *shared.mutable_sbp_decisions() = part.sbp_decisions();
   *shared.mutable_boxing_choices() = part.boxing_choices();
   shared.ByteSizeLong();
-  return Bytes(shared);
+  return DeterministicBytes(shared);
 }
 
 int32_t RankOf(const PlanProto& part) {
