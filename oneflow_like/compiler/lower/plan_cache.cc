@@ -81,18 +81,24 @@ int64_t GroupVolume(const BoxingPlan& plan, const BoxingStep& step) {
   return v;
 }
 
+// Which values are some destination device's, and which sources they reuse.
+void MarkDestinations(const std::vector<int32_t>& dst_values, int32_t num_sources, int32_t num_values,
+                      PlanLayout* layout) {
+  layout->aliased_source.assign(num_sources, false);
+  layout->is_destination.assign(num_values, false);
+  for (int32_t v : dst_values) {
+    if (v < 0 || v >= num_values) continue;  // reported by EmitBoxing
+    layout->is_destination[v] = true;
+    if (v < num_sources) layout->aliased_source[v] = true;
+  }
+}
+
 // Counts of a plan known by its shape alone (no steps: point-to-point, so not bucketable).
 PlanLayout CountsOfShape(const BoxingShape& shape) {
   PlanLayout layout;
   layout.num_tasks = shape.num_tasks;
   layout.num_collectives = shape.num_collectives;
-  layout.aliased_source.assign(shape.num_source_values, false);
-  layout.is_destination.assign(shape.num_values, false);
-  for (int32_t v : shape.dst_values) {
-    if (v < 0 || v >= shape.num_values) continue;  // reported by EmitBoxing
-    layout.is_destination[v] = true;
-    if (v < shape.num_source_values) layout.aliased_source[v] = true;
-  }
+  MarkDestinations(shape.dst_values, shape.num_source_values, shape.num_values, &layout);
   return layout;
 }
 
@@ -104,13 +110,7 @@ PlanLayout Counts(const BoxingPlan& plan) {
     layout.num_tasks += collective ? static_cast<int64_t>(step.group.size()) : 1;
     layout.num_collectives += collective ? 1 : 0;
   }
-  layout.aliased_source.assign(plan.num_source_values(), false);
-  layout.is_destination.assign(plan.values.size(), false);
-  for (int32_t v : plan.dst_values) {
-    if (v < 0 || v >= static_cast<int32_t>(plan.values.size())) continue;  // reported by EmitBoxing
-    layout.is_destination[v] = true;
-    if (v < plan.num_source_values()) layout.aliased_source[v] = true;
-  }
+  MarkDestinations(plan.dst_values, plan.num_source_values(), static_cast<int32_t>(plan.values.size()), &layout);
   layout.collectives_only = CollectivesOnly(plan);
   if (layout.collectives_only) {
     for (const BoxingStep& step : plan.steps) layout.group_volume.push_back(GroupVolume(plan, step));
@@ -245,13 +245,7 @@ CachedPlan FromPart(BoxingPart part, int32_t me) {
     layout.step_offset.push_back(part.original_value[num_sources + k] - num_sources);
     layout.collective_index.push_back(0);
   }
-  layout.aliased_source.assign(num_sources, false);
-  layout.is_destination.assign(num_values, false);
-  for (int32_t v : plan.dst_values) {
-    if (v < 0 || v >= num_values) continue;  // reported by EmitBoxing
-    layout.is_destination[v] = true;
-    if (v < num_sources) layout.aliased_source[v] = true;
-  }
+  MarkDestinations(plan.dst_values, num_sources, num_values, &layout);
   layout.local_steps = plan.StepsOfRank(Rank(me));
   layout.original_value = std::move(part.original_value);
   out.plan = std::move(part.plan);
