@@ -1,0 +1,71 @@
+// The CUDA kernel of every op in the registry (core/ops), behind one call shape, so the runtime
+// can run a COMPUTE task on a `cuda` placement the way it runs a CPU kernel (KernelContext):
+//
+//   CudaKernelTable table;
+//   RETURN_IF_ERROR(AddCudaKernels(&table));              // every builtin op
+//   const CudaKernelFn* kernel = table.Find("matmul");    // null: the op has no CUDA kernel
+//   CudaKernelContext ctx{op_name, attrs};                 // attrs validated, defaults filled
+//   ctx.inputs = {&a, &b};  ctx.outputs = {&y};            // views of DEVICE memory
+//   ctx.input_shards = ...; ctx.output_shards = ...;       // as KernelContext (random ops use them)
+//   ctx.stream = stream;  ctx.cublas = cublas;             // the caller's stream and cuBLAS handle
+//   RETURN_IF_ERROR((*kernel)(ctx));                       // enqueues on ctx.stream, returns at once
+//
+// Semantics are the CPU kernel's (core/ops/*_ops.cc) on the same shard, to the tolerances of
+// cuda_test_util.h. A kernel only enqueues work: the outputs are valid once the stream reaches
+// that point (the caller records an event or adds a host callback after it). Errors: an
+// attribute or shape the kernel does not support is InvalidArgument naming the op instance
+// (ctx.op_name), the op type and what is wrong; a launch failure is Internal naming the kernel.
+// Table: no global state; whoever runs CUDA kernels builds one (cheap) and keeps it.
+#ifndef ONEFLOW_LIKE_CORE_CUDA_OP_KERNELS_H_
+#define ONEFLOW_LIKE_CORE_CUDA_OP_KERNELS_H_
+
+#include <cublas_v2.h>
+#include <cuda_runtime_api.h>
+
+#include <functional>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "oneflow_like/core/attr.h"
+#include "oneflow_like/core/op_def.h"
+#include "oneflow_like/core/op_registry.h"
+#include "oneflow_like/core/tensor.h"
+
+namespace oneflow_like {
+namespace cuda {
+
+struct CudaKernelContext {
+  const std::string& op_name;  // the op instance, for messages
+  const AttrMap& attrs;        // validated, defaults filled (OpDef::ValidateAttrs)
+  std::vector<const Tensor*> inputs;     // device memory, the op's input order
+  std::vector<Tensor*> outputs;          // device memory, preallocated with the inferred descs
+  std::vector<ShardInfo> input_shards;   // same length as inputs
+  std::vector<ShardInfo> output_shards;  // same length as outputs
+  cudaStream_t stream = nullptr;
+  cublasHandle_t cublas = nullptr;       // bound to `stream` by the caller
+};
+
+using CudaKernelFn = std::function<absl::Status(const CudaKernelContext&)>;
+
+class CudaKernelTable {
+ public:
+  // AlreadyExists if `op_type` has a kernel.
+  absl::Status Add(const std::string& op_type, CudaKernelFn kernel);
+  // Null when `op_type` has no CUDA kernel.
+  const CudaKernelFn* Find(const std::string& op_type) const;
+  // The ops of `registry` without a CUDA kernel, sorted (empty: every op can run on cuda).
+  std::vector<std::string> Missing(const OpRegistry& registry) const;
+
+ private:
+  std::map<std::string, CudaKernelFn> kernels_;
+};
+
+// Adds the kernel of every op RegisterBuiltinOps registers.
+absl::Status AddCudaKernels(CudaKernelTable* table);
+
+}  // namespace cuda
+}  // namespace oneflow_like
+
+#endif  // ONEFLOW_LIKE_CORE_CUDA_OP_KERNELS_H_
