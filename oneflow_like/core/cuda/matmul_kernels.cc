@@ -90,13 +90,13 @@ cublasStatus_t Gemm(cublasHandle_t h, const GemmArgs& g, const MatmulShape& s, c
 }
 
 template <typename T>
-absl::Status Prepare(const CublasHandle& handle, const MatmulShape& shape, cudaStream_t stream,
+absl::Status Prepare(cublasHandle_t handle, const MatmulShape& shape, cudaStream_t stream,
                      const MatmulOptions& options) {
-  if (handle.get() == nullptr) return absl::FailedPreconditionError("cuda matmul: no cuBLAS handle (use CublasHandle::Create)");
+  if (handle == nullptr) return absl::FailedPreconditionError("cuda matmul: no cuBLAS handle (use CublasHandle::Create)");
   if (absl::Status s = CheckIntRange(shape); !s.ok()) return s;
-  if (absl::Status s = CublasStatus(cublasSetStream(handle.get(), stream), "cublasSetStream"); !s.ok()) return s;
+  if (absl::Status s = CublasStatus(cublasSetStream(handle, stream), "cublasSetStream"); !s.ok()) return s;
   const cublasMath_t math = options.allow_tf32 && sizeof(T) == 4 ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH;
-  return CublasStatus(cublasSetMathMode(handle.get(), math), "cublasSetMathMode");
+  return CublasStatus(cublasSetMathMode(handle, math), "cublasSetMathMode");
 }
 
 // y = 0 for an empty k (cuBLAS with k = 0 scales C by beta, which is 0 here).
@@ -137,20 +137,20 @@ absl::StatusOr<MatmulShape> MatmulShapeOf(const std::vector<int64_t>& a, const s
 }
 
 template <typename T>
-absl::Status Matmul(const CublasHandle& handle, const MatmulShape& shape, double alpha, const T* a, const T* b, T* y,
+absl::Status Matmul(cublasHandle_t handle, const MatmulShape& shape, double alpha, const T* a, const T* b, T* y,
                     cudaStream_t stream, const MatmulOptions& options) {
   if (Empty(shape)) return absl::OkStatus();
   if (absl::Status s = Prepare<T>(handle, shape, stream, options); !s.ok()) return s;
   const T alpha_t = static_cast<T>(alpha), beta_t = T(0);
   const long long stride_a = shape.m * shape.k, stride_b = shape.shared_b ? 0 : shape.k * shape.n;
-  return CublasStatus(Gemm(handle.get(), ArgsOf(shape), shape, &alpha_t, a, stride_a, b, stride_b, &beta_t, y,
+  return CublasStatus(Gemm(handle, ArgsOf(shape), shape, &alpha_t, a, stride_a, b, stride_b, &beta_t, y,
                            shape.m * shape.n, static_cast<int>(shape.batch)),
                       sizeof(T) == 4 ? "cublasSgemmStridedBatched" : "cublasDgemmStridedBatched");
 }
 
 template <typename T>
-absl::Status MatmulBatchSum(const CublasHandle& handle, const MatmulShape& shape, double alpha, const T* a,
-                            const T* b, T* y, cudaStream_t stream, const MatmulOptions& options) {
+absl::Status MatmulBatchSum(cublasHandle_t handle, const MatmulShape& shape, double alpha, const T* a, const T* b,
+                            T* y, cudaStream_t stream, const MatmulOptions& options) {
   if (shape.m == 0 || shape.n == 0) return absl::OkStatus();
   if (shape.batch == 0) {
     return CudaStatus(cudaMemsetAsync(y, 0, sizeof(T) * shape.m * shape.n, stream), "cudaMemsetAsync(matmul_batch_sum y)");
@@ -161,7 +161,7 @@ absl::Status MatmulBatchSum(const CublasHandle& handle, const MatmulShape& shape
   // One GEMM per matrix, accumulating into y (beta 1 after the first), in batch order.
   for (int64_t i = 0; i < shape.batch; ++i) {
     const T beta_t = i == 0 ? T(0) : T(1);
-    absl::Status s = CublasStatus(Gemm(handle.get(), args, shape, &alpha_t, a + i * shape.m * shape.k, 0,
+    absl::Status s = CublasStatus(Gemm(handle, args, shape, &alpha_t, a + i * shape.m * shape.k, 0,
                                        b + i * shape.k * shape.n, 0, &beta_t, y, 0, 1),
                                   sizeof(T) == 4 ? "cublasSgemmStridedBatched" : "cublasDgemmStridedBatched");
     if (!s.ok()) return s;
@@ -169,14 +169,34 @@ absl::Status MatmulBatchSum(const CublasHandle& handle, const MatmulShape& shape
   return absl::OkStatus();
 }
 
-template absl::Status Matmul<float>(const CublasHandle&, const MatmulShape&, double, const float*, const float*,
-                                    float*, cudaStream_t, const MatmulOptions&);
-template absl::Status Matmul<double>(const CublasHandle&, const MatmulShape&, double, const double*, const double*,
-                                     double*, cudaStream_t, const MatmulOptions&);
-template absl::Status MatmulBatchSum<float>(const CublasHandle&, const MatmulShape&, double, const float*,
-                                            const float*, float*, cudaStream_t, const MatmulOptions&);
-template absl::Status MatmulBatchSum<double>(const CublasHandle&, const MatmulShape&, double, const double*,
-                                             const double*, double*, cudaStream_t, const MatmulOptions&);
+template <typename T>
+absl::Status Matmul(const CublasHandle& handle, const MatmulShape& shape, double alpha, const T* a, const T* b, T* y,
+                    cudaStream_t stream, const MatmulOptions& options) {
+  return Matmul<T>(handle.get(), shape, alpha, a, b, y, stream, options);
+}
+
+template <typename T>
+absl::Status MatmulBatchSum(const CublasHandle& handle, const MatmulShape& shape, double alpha, const T* a,
+                            const T* b, T* y, cudaStream_t stream, const MatmulOptions& options) {
+  return MatmulBatchSum<T>(handle.get(), shape, alpha, a, b, y, stream, options);
+}
+
+template absl::Status Matmul<float>(const CublasHandle&, const MatmulShape&, double, const float*, const float*, float*,
+                                    cudaStream_t, const MatmulOptions&);
+template absl::Status MatmulBatchSum<float>(const CublasHandle&, const MatmulShape&, double, const float*, const float*,
+                                            float*, cudaStream_t, const MatmulOptions&);
+template absl::Status Matmul<double>(const CublasHandle&, const MatmulShape&, double, const double*, const double*, double*,
+                                    cudaStream_t, const MatmulOptions&);
+template absl::Status MatmulBatchSum<double>(const CublasHandle&, const MatmulShape&, double, const double*, const double*,
+                                            double*, cudaStream_t, const MatmulOptions&);
+template absl::Status Matmul<float>(cublasHandle_t, const MatmulShape&, double, const float*, const float*, float*,
+                                    cudaStream_t, const MatmulOptions&);
+template absl::Status MatmulBatchSum<float>(cublasHandle_t, const MatmulShape&, double, const float*, const float*,
+                                            float*, cudaStream_t, const MatmulOptions&);
+template absl::Status Matmul<double>(cublasHandle_t, const MatmulShape&, double, const double*, const double*, double*,
+                                    cudaStream_t, const MatmulOptions&);
+template absl::Status MatmulBatchSum<double>(cublasHandle_t, const MatmulShape&, double, const double*, const double*,
+                                            double*, cudaStream_t, const MatmulOptions&);
 
 }  // namespace cuda
 }  // namespace oneflow_like

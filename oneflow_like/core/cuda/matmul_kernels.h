@@ -76,6 +76,16 @@ template <typename T>
 absl::Status MatmulBatchSum(const CublasHandle& handle, const MatmulShape& shape, double alpha, const T* a,
                             const T* b, T* y, cudaStream_t stream, const MatmulOptions& options = {});
 
+// The same on a borrowed cuBLAS handle (not owned; e.g. the runtime's, op_kernels.h). A null
+// handle is FailedPrecondition.
+template <typename T>
+absl::Status Matmul(cublasHandle_t handle, const MatmulShape& shape, double alpha, const T* a, const T* b, T* y,
+                    cudaStream_t stream, const MatmulOptions& options = {});
+
+template <typename T>
+absl::Status MatmulBatchSum(cublasHandle_t handle, const MatmulShape& shape, double alpha, const T* a, const T* b,
+                            T* y, cudaStream_t stream, const MatmulOptions& options = {});
+
 }  // namespace cuda
 }  // namespace oneflow_like
 
