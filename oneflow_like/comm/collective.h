@@ -7,6 +7,8 @@
 //   InMemoryStore store;                       // or ControlStore over the job's control plane
 //   ASSIGN_OR_RETURN(auto backend, CreateGlooBackend(&store, rank, world, GlooOptions{}));
 //   ASSIGN_OR_RETURN(auto comm, backend->Connect({0, 1, 2}, "tp0"));   // every member calls it
+//   // or, sharing the group's connections with its other channels (one per plan collective):
+//   ASSIGN_OR_RETURN(auto channel, backend->ConnectChannel({0, 1, 2}, /*channel=*/7, "collective/7"));
 //   comm->AllReduce(in, out, n, DataType::kFloat32, [](absl::Status s) { ... });
 //   RETURN_IF_ERROR(comm->Flush());            // or wait for the callbacks
 //
@@ -97,15 +99,35 @@ class Communicator {
   virtual absl::Status Flush() = 0;
 };
 
+// What a backend connected so far (tests, logs).
+struct CollectiveBackendStats {
+  int64_t contexts = 0;   // the library's communicators / contexts (each a set of connections)
+  int64_t channels = 0;   // communicators handed out by Connect and ConnectChannel
+  int64_t fallbacks = 0;  // ConnectChannel communicators that got a context of their own
+};
+
 class CollectiveBackend {
  public:
   virtual ~CollectiveBackend() = default;
   virtual std::string name() const = 0;  // "gloo", "nccl"
   // A communicator over `group` (global ranks, in group order; this backend's rank among
-  // them). Every member calls Connect with the same group and tag; blocks until all are
-  // connected or the timeout passed (DeadlineExceeded naming the missing members' group).
+  // them) with connections of its own. Every member calls Connect with the same group and tag;
+  // blocks until all are connected or the timeout passed (DeadlineExceeded naming the missing
+  // members' group).
   virtual absl::StatusOr<std::unique_ptr<Communicator>> Connect(const std::vector<int32_t>& group,
                                                                 const std::string& tag) = 0;
+  // A communicator (a "channel") that may share its connections with the other channels of the
+  // same group on this backend (gloo: one context per group). `channel` identifies it: the same
+  // on every member, distinct among the group's channels (the plan's CollectiveParams.global_order).
+  // Semantics as Connect's: calls of one channel run in issue order; channels run concurrently
+  // and independently, whatever order the members issue them in. A failure of the shared
+  // connections (a dead or silent peer) fails every channel on them. Default: Connect.
+  virtual absl::StatusOr<std::unique_ptr<Communicator>> ConnectChannel(const std::vector<int32_t>& group,
+                                                                       uint64_t channel, const std::string& tag) {
+    (void)channel;
+    return Connect(group, tag);
+  }
+  virtual CollectiveBackendStats stats() const { return {}; }
 };
 
 // Validation shared by backends: counts per member, a known dtype. InvalidArgument naming `what`.

@@ -2,26 +2,22 @@
 
 #include <algorithm>
 #include <chrono>
-#include <condition_variable>
-#include <cstring>
-#include <deque>
 #include <exception>
+#include <future>
+#include <map>
 #include <mutex>
-#include <thread>
+#include <set>
 #include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "gloo/allgatherv.h"
-#include "gloo/allreduce.h"
-#include "gloo/alltoallv.h"
-#include "gloo/broadcast.h"
-#include "gloo/math.h"
+#include "gloo/common/error.h"
 #include "gloo/rendezvous/context.h"
 #include "gloo/rendezvous/prefix_store.h"
 #include "gloo/rendezvous/store.h"
 #include "gloo/transport/tcp/device.h"
+#include "oneflow_like/comm/gloo_channel.h"
 #include "oneflow_like/core/status.h"
 
 namespace oneflow_like {
@@ -54,296 +50,27 @@ class StoreAdapter final : public ::gloo::rendezvous::Store {
   int64_t timeout_ms_;
 };
 
-uint16_t FloatToBf16(float f) {
-  uint32_t bits;
-  std::memcpy(&bits, &f, 4);
-  if ((bits & 0x7fffffff) > 0x7f800000) return static_cast<uint16_t>((bits >> 16) | 0x40);  // NaN stays NaN
-  bits += 0x7fff + ((bits >> 16) & 1);  // round to nearest even
-  return static_cast<uint16_t>(bits >> 16);
-}
-float Bf16ToFloat(uint16_t h) {
-  const uint32_t bits = static_cast<uint32_t>(h) << 16;
-  float f;
-  std::memcpy(&f, &bits, 4);
-  return f;
-}
-void SumBf16(void* c, const void* a, const void* b, size_t n) {
-  uint16_t* out = static_cast<uint16_t*>(c);
-  const uint16_t* x = static_cast<const uint16_t*>(a);
-  const uint16_t* y = static_cast<const uint16_t*>(b);
-  for (size_t i = 0; i < n; ++i) out[i] = FloatToBf16(Bf16ToFloat(x[i]) + Bf16ToFloat(y[i]));
-}
-
-// One call: runs on the worker; returns its status.
-struct Call {
-  std::string what;
-  std::function<void()> run;  // may throw gloo::Exception
-  CollectiveDone done;
-};
-
-class GlooCommunicator final : public Communicator {
- public:
-  GlooCommunicator(std::shared_ptr<::gloo::Context> context, std::vector<int32_t> group, std::string tag,
-                   int64_t timeout_ms)
-      : context_(std::move(context)), group_(std::move(group)), tag_(std::move(tag)), timeout_(timeout_ms) {
-    worker_ = std::thread([this] { Loop(); });
-  }
-  ~GlooCommunicator() override {
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      stopping_ = true;
-    }
-    wake_.notify_all();
-    worker_.join();
-  }
-
-  int32_t rank() const override { return context_->rank; }
-  int32_t size() const override { return context_->size; }
-  std::string description() const override {
-    return absl::StrCat("gloo group [", absl::StrJoin(group_, ","), "] '", tag_, "' (member ", context_->rank, ")");
-  }
-
-  void AllReduce(const void* in, void* out, int64_t count, DataType dtype, CollectiveDone done) override {
-    if (count < 0) return Reject("all_reduce", absl::StrCat("negative count ", count), std::move(done));
-    if (!Summable(dtype)) return Reject("all_reduce", Unsupported(dtype), std::move(done));
-    Enqueue("all_reduce", [=] {
-      if (count == 0) return;
-      // Out of place, gloo reads `in` itself (copied into `out` a segment at a time inside its
-      // ring, while the segment is in cache), rather than a whole-tensor memcpy first.
-      ::gloo::AllreduceOptions opts(context_);
-      opts.setTag(NextTag());
-      opts.setTimeout(timeout_);
-      switch (dtype) {
-        case DataType::kFloat32: Reduce<float>(&opts, in, out, count, &::gloo::sum<float>); break;
-        case DataType::kFloat64: Reduce<double>(&opts, in, out, count, &::gloo::sum<double>); break;
-        case DataType::kInt32: Reduce<int32_t>(&opts, in, out, count, &::gloo::sum<int32_t>); break;
-        case DataType::kInt64: Reduce<int64_t>(&opts, in, out, count, &::gloo::sum<int64_t>); break;
-        case DataType::kFloat16:
-          Reduce<::gloo::float16>(&opts, in, out, count, &::gloo::sum<::gloo::float16>);
-          break;
-        default: Reduce<uint16_t>(&opts, in, out, count, &SumBf16); break;  // bfloat16
-      }
-      ::gloo::allreduce(opts);
-    }, std::move(done));
-  }
-
-  void AllGather(const void* in, void* out, std::vector<int64_t> counts, DataType dtype,
-                 CollectiveDone done) override {
-    if (absl::Status s = CheckCall("all_gather", counts, dtype); !s.ok()) return Fail(s, std::move(done));
-    Enqueue("all_gather", [=] {
-      const size_t es = static_cast<size_t>(SizeOf(dtype));
-      if (SumCounts(counts) == 0) return;
-      ::gloo::AllgathervOptions opts(context_);
-      opts.setTag(NextTag());
-      opts.setTimeout(timeout_);
-      std::vector<size_t> bytes;
-      for (int64_t c : counts) bytes.push_back(static_cast<size_t>(c) * es);
-      opts.setInput(static_cast<char*>(const_cast<void*>(in)), bytes[rank()]);
-      opts.setOutput(static_cast<char*>(out), bytes);
-      ::gloo::allgatherv(opts);
-    }, std::move(done));
-  }
-
-  void ReduceScatter(const void* in, void* out, std::vector<int64_t> counts, DataType dtype,
-                     CollectiveDone done) override {
-    if (absl::Status s = CheckCall("reduce_scatter", counts, dtype); !s.ok()) return Fail(s, std::move(done));
-    if (!Summable(dtype)) return Reject("reduce_scatter", Unsupported(dtype), std::move(done));
-    Enqueue("reduce_scatter", [=] {
-      const int64_t mine = counts[rank()];
-      const size_t es = static_cast<size_t>(SizeOf(dtype));
-      if (SumCounts(counts) == 0) return;
-      // Member k's block of every member's input goes to member k; then member k sums them.
-      std::vector<char> gathered(static_cast<size_t>(mine * size()) * es);
-      std::vector<int64_t> send_bytes, recv_bytes(size(), mine * static_cast<int64_t>(es));
-      for (int64_t c : counts) send_bytes.push_back(c * static_cast<int64_t>(es));
-      ::gloo::AlltoallvOptions opts(context_);
-      opts.setTag(NextTag());
-      opts.setTimeout(timeout_);
-      opts.setInput(static_cast<char*>(const_cast<void*>(in)), send_bytes);
-      opts.setOutput(gathered.data(), recv_bytes);
-      ::gloo::alltoallv(opts);
-      const size_t block = static_cast<size_t>(mine) * es;
-      std::memcpy(out, gathered.data(), block);
-      for (int32_t k = 1; k < size(); ++k) SumInto(out, gathered.data() + k * block, mine, dtype);
-    }, std::move(done));
-  }
-
-  void Broadcast(void* buffer, int64_t count, DataType dtype, int32_t root, CollectiveDone done) override {
-    if (root < 0 || root >= size()) {
-      return Reject("broadcast", absl::StrCat("root ", root, " outside the group of ", size()), std::move(done));
-    }
-    if (count < 0 || SizeOf(dtype) == 0) return Reject("broadcast", "bad count or dtype", std::move(done));
-    Enqueue("broadcast", [=] {
-      if (count == 0) return;
-      ::gloo::BroadcastOptions opts(context_);
-      opts.setTag(NextTag());
-      opts.setTimeout(timeout_);
-      opts.setRoot(root);
-      const size_t bytes = static_cast<size_t>(count * SizeOf(dtype));
-      if (rank() == root) opts.setInput(static_cast<char*>(buffer), bytes);
-      opts.setOutput(static_cast<char*>(buffer), bytes);
-      ::gloo::broadcast(opts);
-    }, std::move(done));
-  }
-
-  void AllToAll(const void* in, std::vector<int64_t> send_counts, void* out, std::vector<int64_t> recv_counts,
-                DataType dtype, CollectiveDone done) override {
-    absl::Status s = CheckCall("all_to_all", send_counts, dtype);
-    if (s.ok()) s = CheckCounts(recv_counts, size(), "all_to_all receive counts");
-    if (!s.ok()) return Fail(s, std::move(done));
-    Enqueue("all_to_all", [=] {
-      if (SumCounts(send_counts) + SumCounts(recv_counts) == 0) return;
-      const int64_t es = SizeOf(dtype);
-      std::vector<int64_t> sb, rb;
-      for (int64_t c : send_counts) sb.push_back(c * es);
-      for (int64_t c : recv_counts) rb.push_back(c * es);
-      ::gloo::AlltoallvOptions opts(context_);
-      opts.setTag(NextTag());
-      opts.setTimeout(timeout_);
-      opts.setInput(static_cast<char*>(const_cast<void*>(in)), sb);
-      opts.setOutput(static_cast<char*>(out), rb);
-      ::gloo::alltoallv(opts);
-    }, std::move(done));
-  }
-
-  void Send(const void* in, int64_t count, DataType dtype, int32_t peer, CollectiveDone done) override {
-    PointToPoint("send", const_cast<void*>(in), count, dtype, peer, /*send=*/true, std::move(done));
-  }
-  void Recv(void* out, int64_t count, DataType dtype, int32_t peer, CollectiveDone done) override {
-    PointToPoint("recv", out, count, dtype, peer, /*send=*/false, std::move(done));
-  }
-
-  absl::Status Flush() override {
-    std::unique_lock<std::mutex> lock(mu_);
-    idle_.wait(lock, [&] { return queue_.empty() && !running_; });
-    return failure_;
-  }
-
- private:
-  static bool Summable(DataType d) {
-    return d == DataType::kFloat32 || d == DataType::kFloat64 || d == DataType::kInt32 || d == DataType::kInt64 ||
-           d == DataType::kFloat16 || d == DataType::kBFloat16;
-  }
-  static std::string Unsupported(DataType d) { return absl::StrCat("dtype ", DataTypeName(d), " has no sum here"); }
-
-  using SumFn = void (*)(void*, const void*, const void*, size_t);
-  template <typename T>
-  static void Reduce(::gloo::AllreduceOptions* opts, const void* in, void* out, int64_t count, SumFn fn) {
-    if (in != out) opts->setInput(static_cast<T*>(const_cast<void*>(in)), static_cast<size_t>(count));
-    opts->setOutput(static_cast<T*>(out), static_cast<size_t>(count));
-    opts->setReduceFunction(fn);
-  }
-
-  static void SumInto(void* acc, const void* x, int64_t n, DataType dtype) {
-    auto add = [&](auto* a, const auto* b) {
-      for (int64_t i = 0; i < n; ++i) a[i] += b[i];
-    };
-    switch (dtype) {
-      case DataType::kFloat32: add(static_cast<float*>(acc), static_cast<const float*>(x)); break;
-      case DataType::kFloat64: add(static_cast<double*>(acc), static_cast<const double*>(x)); break;
-      case DataType::kInt32: add(static_cast<int32_t*>(acc), static_cast<const int32_t*>(x)); break;
-      case DataType::kInt64: add(static_cast<int64_t*>(acc), static_cast<const int64_t*>(x)); break;
-      case DataType::kFloat16:
-        ::gloo::sum<::gloo::float16>(acc, acc, x, static_cast<size_t>(n));
-        break;
-      default: SumBf16(acc, acc, x, static_cast<size_t>(n)); break;
-    }
-  }
-
-  absl::Status CheckCall(const std::string& what, const std::vector<int64_t>& counts, DataType dtype) const {
-    RETURN_IF_ERROR(CheckCounts(counts, size(), absl::StrCat(description(), ": ", what)));
-    if (SizeOf(dtype) == 0) return absl::InvalidArgumentError(absl::StrCat(description(), ": ", what, ": invalid dtype"));
-    return absl::OkStatus();
-  }
-
-  void PointToPoint(const char* what, void* ptr, int64_t count, DataType dtype, int32_t peer, bool send,
-                    CollectiveDone done) {
-    if (peer < 0 || peer >= size() || peer == rank()) {
-      return Reject(what, absl::StrCat("peer ", peer, " is not another member of the group of ", size()),
-                    std::move(done));
-    }
-    if (count < 0 || SizeOf(dtype) == 0) return Reject(what, "bad count or dtype", std::move(done));
-    // Messages between one pair match in issue order: the n-th send from A to B is the n-th
-    // receive at B from A (a slot per pair and direction, above the collectives' tags).
-    const uint64_t sequence = send ? sent_[peer]++ : received_[peer]++;
-    Enqueue(what, [=] {
-      if (count == 0) return;
-      const int32_t from = send ? rank() : peer, to = send ? peer : rank();
-      const uint64_t slot = (uint64_t{1} << 56) | (static_cast<uint64_t>(from * size() + to) << 32) | (sequence & 0xffffffff);
-      auto buffer = context_->createUnboundBuffer(ptr, static_cast<size_t>(count * SizeOf(dtype)));
-      if (send) {
-        buffer->send(peer, slot);
-        if (!buffer->waitSend(timeout_)) throw ::gloo::IoException("send timed out");
-      } else {
-        buffer->recv(peer, slot);
-        if (!buffer->waitRecv(timeout_)) throw ::gloo::IoException("receive timed out");
-      }
-    }, std::move(done));
-  }
-
-  uint32_t NextTag() { return tag_counter_++ & 0xffffff; }  // worker thread only
-
-  void Reject(const std::string& what, const std::string& why, CollectiveDone done) {
-    Fail(absl::InvalidArgumentError(absl::StrCat(description(), ": ", what, ": ", why)), std::move(done));
-  }
-  static void Fail(const absl::Status& status, CollectiveDone done) {
-    if (done) done(status);
-  }
-
-  void Enqueue(const std::string& what, std::function<void()> run, CollectiveDone done) {
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      queue_.push_back(Call{what, std::move(run), std::move(done)});
-    }
-    wake_.notify_one();
-  }
-
-  void Loop() {
-    std::unique_lock<std::mutex> lock(mu_);
-    while (true) {
-      wake_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
-      if (queue_.empty()) return;  // stopping
-      Call call = std::move(queue_.front());
-      queue_.pop_front();
-      running_ = true;
-      absl::Status status = failure_;
-      lock.unlock();
-      if (status.ok()) {
-        try {
-          call.run();
-        } catch (const std::exception& e) {
-          const std::string message = e.what();
-          const bool timeout = message.find("imed out") != std::string::npos || message.find("imeout") != std::string::npos;
-          const std::string text = absl::StrCat(description(), ": ", call.what, " failed: ", message);
-          status = timeout ? absl::DeadlineExceededError(text) : absl::UnavailableError(text);
-        }
-      } else {
-        status = absl::Status(status.code(), absl::StrCat(description(), ": ", call.what,
-                                                          " not run: an earlier call failed: ", status.message()));
-      }
-      if (call.done) call.done(status);
-      lock.lock();
-      if (!status.ok() && failure_.ok()) failure_ = status;
-      running_ = false;
-      if (queue_.empty()) idle_.notify_all();
-    }
-  }
-
-  std::shared_ptr<::gloo::Context> context_;
-  const std::vector<int32_t> group_;
-  const std::string tag_;
-  const std::chrono::milliseconds timeout_;
-  uint32_t tag_counter_ = 1;
-  std::vector<uint64_t> sent_ = std::vector<uint64_t>(static_cast<size_t>(context_->size), 0);
-  std::vector<uint64_t> received_ = std::vector<uint64_t>(static_cast<size_t>(context_->size), 0);
-  std::mutex mu_;
-  std::condition_variable wake_, idle_;
-  std::deque<Call> queue_;
-  bool running_ = false, stopping_ = false;
-  absl::Status failure_;
-  std::thread worker_;  // last: starts after every member above is built
-};
-
+// ConnectChannel: one shared context per group, channels in tag spaces of it.
+//
+// A channel's tag space (GlooTagSpace) is its id modulo 2^GlooOptions::channel_bits. Member 0 of
+// the group decides, in the order its own channels of the group connect: a channel whose tag
+// space no earlier channel of the group holds takes it and shares the group's context; a channel
+// whose tag space is taken (ids equal modulo 2^channel_bits) falls back to a context of its own,
+// as Connect gives. Member 0 publishes each decision in the rendezvous store and the others follow
+// it, so a channel is on the same context on every member whatever order each member's channels
+// connect in (a rule each member applied alone would depend on that order).
+//
+// Each channel keeps a worker thread of its own, also on a shared context. One worker per group
+// would run the group's calls in one order per member, but the members issue the calls of
+// different channels in different orders (the runtime's actors fire as their inputs arrive, with
+// micro-batches interleaved): member 0 could block in channel A's call while member 1 blocks in
+// channel B's, each waiting for the other, until the timeout. With a worker per channel the
+// channels stay as independent as separate contexts made them; only the connections are shared.
+//
+// The group's context is connected by the first ConnectChannel of the group on each member,
+// before the decision: every member calls ConnectChannel at least once per group, so the
+// members meet there even if each connects its channels one after the other in a different
+// order. It lives as long as the backend (or its last channel); channel ids are never reused.
 class GlooBackend final : public CollectiveBackend {
  public:
   GlooBackend(RendezvousStore* store, int32_t rank, int32_t world, GlooOptions options,
@@ -353,40 +80,170 @@ class GlooBackend final : public CollectiveBackend {
 
   absl::StatusOr<std::unique_ptr<Communicator>> Connect(const std::vector<int32_t>& group,
                                                         const std::string& tag) override {
+    ASSIGN_OR_RETURN(const int32_t me, Member(group, absl::StrCat("(tag '", tag, "')")));
+    ASSIGN_OR_RETURN(std::shared_ptr<::gloo::Context> context,
+                     ConnectContext(absl::StrCat("gloo/", tag, "/", absl::StrJoin(group, ",")), group, me,
+                                    absl::StrCat("(tag '", tag, "')")));
+    return Channel(std::make_shared<GlooGroupContext>(std::move(context), group, /*shared=*/false), tag, GlooTagSpace{});
+  }
+
+  absl::StatusOr<std::unique_ptr<Communicator>> ConnectChannel(const std::vector<int32_t>& group, uint64_t channel,
+                                                               const std::string& tag) override {
+    if (!options_.share_group_contexts) return Connect(group, tag);
+    const std::string what = absl::StrCat("(channel ", channel, ", tag '", tag, "')");
+    ASSIGN_OR_RETURN(const int32_t me, Member(group, what));
+    std::shared_ptr<GroupState> state;
+    bool connects = false;  // this call connects the group's context
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      std::shared_ptr<GroupState>& g = groups_[group];
+      if (g == nullptr) g = std::make_shared<GroupState>();
+      state = g;
+      if (!state->channels.insert(channel).second) {
+        return absl::InvalidArgumentError(absl::StrCat("gloo: channel ", channel, " of group [", absl::StrJoin(group, ","),
+                                                       "] is already connected on rank ", rank_, " ", what));
+      }
+      if (!state->context.valid()) {
+        state->context = state->connecting.get_future().share();
+        connects = true;
+      }
+    }
+    if (connects) state->connecting.set_value(ConnectShared(group, me));
+    ASSIGN_OR_RETURN(std::shared_ptr<GlooGroupContext> shared, AwaitShared(*state, group));
+    const GlooTagSpace space{static_cast<uint32_t>(channel & ((uint64_t{1} << options_.channel_bits) - 1)),
+                             options_.channel_bits};
+    ASSIGN_OR_RETURN(const bool shares, Decide(state.get(), group, me, channel, space.slot, what));
+    if (!shares) {
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        ++stats_.fallbacks;
+      }
+      return Connect(group, tag);
+    }
+    return Channel(std::move(shared), tag, space);
+  }
+
+  CollectiveBackendStats stats() const override {
+    std::lock_guard<std::mutex> lock(mu_);
+    return stats_;
+  }
+
+ private:
+  using SharedContext = absl::StatusOr<std::shared_ptr<GlooGroupContext>>;
+  struct GroupState {
+    std::promise<SharedContext> connecting;
+    std::shared_future<SharedContext> context;  // valid once a channel started connecting it
+    std::set<uint64_t> channels;                // channel ids connected on this member
+    std::set<uint32_t> slots;                   // member 0: tag spaces taken on the shared context
+  };
+
+  static std::string GroupPrefix(const std::vector<int32_t>& group) {
+    return absl::StrCat("gloo-channels/", absl::StrJoin(group, ","));
+  }
+
+  // This rank's position in `group` (InvalidArgument naming `what` if it has none).
+  absl::StatusOr<int32_t> Member(const std::vector<int32_t>& group, const std::string& what) const {
     int32_t me = -1;
     for (size_t k = 0; k < group.size(); ++k) {
       if (group[k] < 0 || group[k] >= world_) {
-        return absl::InvalidArgumentError(absl::StrCat("gloo: group member ", group[k], " outside the world [0, ",
-                                                       world_, ") (tag '", tag, "')"));
+        return absl::InvalidArgumentError(
+            absl::StrCat("gloo: group member ", group[k], " outside the world [0, ", world_, ") ", what));
       }
       if (group[k] == rank_) me = static_cast<int32_t>(k);
     }
     if (me < 0) {
-      return absl::InvalidArgumentError(absl::StrCat("gloo: rank ", rank_, " is not in group [",
-                                                     absl::StrJoin(group, ","), "] (tag '", tag, "')"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("gloo: rank ", rank_, " is not in group [", absl::StrJoin(group, ","), "] ", what));
     }
-    const std::string prefix = absl::StrCat("gloo/", tag, "/", absl::StrJoin(group, ","));
-    RETURN_IF_ERROR(AwaitMembers(prefix, group, me, tag));
+    return me;
+  }
+
+  std::unique_ptr<Communicator> Channel(std::shared_ptr<GlooGroupContext> context, const std::string& tag,
+                                        GlooTagSpace space) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      ++stats_.channels;
+    }
+    return MakeGlooChannel(std::move(context), tag, space, options_.timeout_ms);
+  }
+
+  SharedContext ConnectShared(const std::vector<int32_t>& group, int32_t me) {
+    absl::StatusOr<std::shared_ptr<::gloo::Context>> context =
+        ConnectContext(absl::StrCat(GroupPrefix(group), "/shared"), group, me, "(the context its channels share)");
+    if (!context.ok()) return context.status();
+    return std::make_shared<GlooGroupContext>(std::move(*context), group, /*shared=*/true);
+  }
+
+  // The group's shared context, connected by another channel's ConnectChannel on this member
+  // (bounded: that connect gives up after its own timeouts; this wait too, with a margin).
+  SharedContext AwaitShared(const GroupState& state, const std::vector<int32_t>& group) const {
+    const int64_t limit_ms = 3 * options_.timeout_ms + 1000;
+    if (state.context.wait_for(std::chrono::milliseconds(limit_ms)) != std::future_status::ready) {
+      return absl::DeadlineExceededError(absl::StrCat("gloo: rank ", rank_, " waited ", limit_ms,
+                                                      " ms for the shared context of group [",
+                                                      absl::StrJoin(group, ","), "]"));
+    }
+    return state.context.get();
+  }
+
+  // Whether `channel` shares the group's context (true) or gets its own: member 0 decides, the
+  // others read its decision from the store.
+  absl::StatusOr<bool> Decide(GroupState* state, const std::vector<int32_t>& group, int32_t me, uint64_t channel,
+                              uint32_t slot, const std::string& what) {
+    const std::string key = absl::StrCat(GroupPrefix(group), "/channel/", channel);
+    const std::string shared = absl::StrCat("shared ", slot);
+    if (me == 0) {
+      bool shares;
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        shares = state->slots.insert(slot).second;
+      }
+      RETURN_IF_ERROR(store_->Set(key, shares ? shared : "own"));
+      return shares;
+    }
+    absl::StatusOr<std::string> decision = store_->Get(key, options_.timeout_ms);
+    if (!decision.ok()) {
+      return absl::Status(decision.status().code(),
+                          absl::StrCat("gloo: group [", absl::StrJoin(group, ","), "] ", what, " on rank ", rank_,
+                                       ": member 0 (rank ", group[0], ") did not place the channel within ",
+                                       options_.timeout_ms, " ms: ", decision.status().message()));
+    }
+    if (*decision == "own") return false;
+    if (*decision != shared) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "gloo: group [", absl::StrJoin(group, ","), "] ", what, ": member 0 (rank ", group[0], ") gave it '",
+          *decision, "', rank ", rank_, " computes tag space ", slot, " (do the members use the same channel_bits?)"));
+    }
+    return true;
+  }
+
+  absl::StatusOr<std::shared_ptr<::gloo::Context>> ConnectContext(const std::string& prefix,
+                                                                  const std::vector<int32_t>& group, int32_t me,
+                                                                  const std::string& what) {
+    RETURN_IF_ERROR(AwaitMembers(prefix, group, me, what));
     try {
       StoreAdapter adapter(store_, options_.timeout_ms);
       ::gloo::rendezvous::PrefixStore prefixed(prefix, adapter);
       auto context = std::make_shared<::gloo::rendezvous::Context>(me, static_cast<int>(group.size()));
       context->setTimeout(std::chrono::milliseconds(options_.timeout_ms));
       context->connectFullMesh(prefixed, device_);
-      return std::unique_ptr<Communicator>(new GlooCommunicator(context, group, tag, options_.timeout_ms));
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        ++stats_.contexts;
+      }
+      return std::shared_ptr<::gloo::Context>(std::move(context));
     } catch (const std::exception& e) {
-      return absl::UnavailableError(absl::StrCat("gloo: connecting group [", absl::StrJoin(group, ","), "] (tag '",
-                                                 tag, "') from rank ", rank_, " failed: ", e.what()));
+      return absl::UnavailableError(absl::StrCat("gloo: connecting group [", absl::StrJoin(group, ","), "] ", what,
+                                                 " from rank ", rank_, " failed: ", e.what()));
     }
   }
 
- private:
   // gloo's pairs each listen on a port of their own until the first connection comes, and take
   // it as the peer unchecked (README: garbage at gloo's ports). So gloo opens them only once
   // every member is here: they listen for as long as the peers take to dial in, not for as
   // long as the slowest member takes to arrive.
   absl::Status AwaitMembers(const std::string& prefix, const std::vector<int32_t>& group, int32_t me,
-                            const std::string& tag) {
+                            const std::string& what) {
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(options_.timeout_ms);
     RETURN_IF_ERROR(store_->Set(absl::StrCat(prefix, "/arrived/", me), "1"));
     for (size_t k = 0; k < group.size(); ++k) {
@@ -395,8 +252,8 @@ class GlooBackend final : public CollectiveBackend {
       absl::StatusOr<std::string> arrived = store_->Get(absl::StrCat(prefix, "/arrived/", k), std::max<int64_t>(1, left.count()));
       if (!arrived.ok()) {
         return absl::Status(arrived.status().code(),
-                            absl::StrCat("gloo: connecting group [", absl::StrJoin(group, ","), "] (tag '", tag,
-                                         "') from rank ", rank_, ": member ", k, " (rank ", group[k],
+                            absl::StrCat("gloo: connecting group [", absl::StrJoin(group, ","), "] ", what,
+                                         " from rank ", rank_, ": member ", k, " (rank ", group[k],
                                          ") did not arrive within ", options_.timeout_ms, " ms: ",
                                          arrived.status().message()));
       }
@@ -408,6 +265,9 @@ class GlooBackend final : public CollectiveBackend {
   int32_t rank_, world_;
   GlooOptions options_;
   std::shared_ptr<::gloo::transport::Device> device_;
+  mutable std::mutex mu_;
+  std::map<std::vector<int32_t>, std::shared_ptr<GroupState>> groups_;  // ConnectChannel's groups
+  CollectiveBackendStats stats_;
 };
 
 }  // namespace
@@ -419,6 +279,10 @@ absl::StatusOr<std::unique_ptr<CollectiveBackend>> CreateGlooBackend(RendezvousS
     return absl::InvalidArgumentError(absl::StrCat("gloo: rank ", rank, " outside the world [0, ", world_size, ")"));
   }
   if (options.timeout_ms <= 0) return absl::InvalidArgumentError("gloo: timeout_ms must be positive");
+  if (options.channel_bits < 1 || options.channel_bits > GlooTagSpace::kMaxBits) {
+    return absl::InvalidArgumentError(absl::StrCat("gloo: channel_bits must be in [1, ", GlooTagSpace::kMaxBits,
+                                                   "], not ", options.channel_bits));
+  }
   try {
     ::gloo::transport::tcp::attr attr(options.hostname.c_str());
     std::shared_ptr<::gloo::transport::Device> device = ::gloo::transport::tcp::CreateDevice(attr);

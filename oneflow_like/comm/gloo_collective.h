@@ -1,13 +1,21 @@
 // The gloo backend of the collective interface (collective.h): CPU collectives over TCP with
 // Debian's libgloo (the library PyTorch uses on CPU). One gloo TCP device per backend (bound to
-// GlooOptions::hostname, the address this node's peers reach it at) and one gloo context per
-// communicator, connected as a full mesh through the RendezvousStore (the job's control plane:
-// token-checked like everything else; or an InMemoryStore for ranks that are threads).
+// GlooOptions::hostname, the address this node's peers reach it at); gloo contexts connected as
+// full meshes through the RendezvousStore (the job's control plane: token-checked like
+// everything else; or an InMemoryStore for ranks that are threads).
+//   Connect         a context of the communicator's own
+//   ConnectChannel  one context per group, shared by all the group's channels on this backend
+//                   (the runtime's COLLECTIVE tasks: one channel per plan collective), each
+//                   channel in a tag space of its own (its id modulo 2^channel_bits); a channel
+//                   whose tag space another channel of the group holds gets a context of its own
+//                   (the rule, decided by the group's member 0: gloo_collective.cc). stats()
+//                   counts contexts, channels and fallbacks.
 //
 //   ASSIGN_OR_RETURN(auto backend, CreateGlooBackend(&store, rank, world, {"127.0.0.1", 30000}));
 //   ASSIGN_OR_RETURN(auto comm, backend->Connect({0, 1}, "dp"));
 //
-// Calls run on the communicator's worker thread, one at a time in issue order:
+// Calls run on the communicator's worker thread (one per communicator, also per channel on a
+// shared context: channels run concurrently), one at a time in issue order:
 //   AllReduce      gloo::allreduce (ring algorithms chosen by gloo), sum per dtype
 //   AllGather      gloo::allgatherv (uneven counts)
 //   ReduceScatter  gloo::alltoallv of the blocks, then a local sum of the group's copies of this
@@ -20,7 +28,8 @@
 // only for that moment (README: garbage at gloo's ports).
 // Timeouts: GlooOptions::timeout_ms bounds connecting and every call (set it from the job's
 // heartbeat timeout); a dead peer or garbage on a connection fails the call with the peer's gloo
-// message instead of hanging, and every later call on that communicator fails too.
+// message instead of hanging, and every later call on that communicator fails too, on a shared
+// context every later call of every channel on it.
 #ifndef ONEFLOW_LIKE_COMM_GLOO_COLLECTIVE_H_
 #define ONEFLOW_LIKE_COMM_GLOO_COLLECTIVE_H_
 
@@ -36,6 +45,11 @@ namespace comm {
 struct GlooOptions {
   std::string hostname = "127.0.0.1";  // this node's address for gloo's TCP listener
   int64_t timeout_ms = 30000;          // connect and per-call timeout
+  // ConnectChannel: channels of one group share one context (false: each gets its own, as
+  // Connect). A channel's tag space is its id modulo 2^channel_bits (1..24); its collective
+  // calls count in the other 32 - channel_bits bits of gloo's tag.
+  bool share_group_contexts = true;
+  int channel_bits = 16;
 };
 
 // REQUIRES: store outlives the backend and its communicators; 0 <= rank < world_size.
