@@ -54,9 +54,10 @@ CollectiveBody::CollectiveBody(comm::CollectiveBackend* backend, const Collectiv
   for (const CollectiveParams& part : params.parts()) parts_.push_back(MakeGeometry(part));
   const std::vector<int32_t> group = Ranks(params);
   group_size_ = static_cast<int32_t>(group.size());
-  const std::string tag = absl::StrCat("collective/", params.global_order());
-  connected_ = std::async(std::launch::async, [backend, group, tag]() -> absl::StatusOr<std::shared_ptr<comm::Communicator>> {
-                 absl::StatusOr<std::unique_ptr<comm::Communicator>> comm = backend->Connect(group, tag);
+  const uint64_t channel = static_cast<uint64_t>(params.global_order());
+  const std::string tag = absl::StrCat("collective/", channel);
+  connected_ = std::async(std::launch::async, [backend, group, channel, tag]() -> absl::StatusOr<std::shared_ptr<comm::Communicator>> {
+                 absl::StatusOr<std::unique_ptr<comm::Communicator>> comm = backend->ConnectChannel(group, channel, tag);
                  if (!comm.ok()) return comm.status();
                  return std::shared_ptr<comm::Communicator>(std::move(*comm));
                }).share();

@@ -26,10 +26,12 @@
 //                   = the sum of member j's boxes; this member's block (received into a scratch
 //                   buffer, counts[member] elements) is copied into slots 0..K-1.
 //
-// Each task has its own communicator over its group (connected in the background when the body
-// is built, since every member builds its body at runtime creation; the first firing waits for
-// it off the actor's thread), so collectives of one group never depend on the order in which
-// their actors fire.
+// Each task has its own communicator over its group, a channel (CollectiveBackend::ConnectChannel)
+// identified by the call's global_order: on gloo the channels of one group share the group's
+// context (its connections), each with a worker thread and tags of its own. It is connected in
+// the background when the body is built, since every member builds its body at runtime
+// creation; the first firing waits for it off the actor's thread. So collectives of one group
+// never depend on the order in which their actors fire.
 #ifndef ONEFLOW_LIKE_ACTOR_COLLECTIVE_BODY_H_
 #define ONEFLOW_LIKE_ACTOR_COLLECTIVE_BODY_H_
 

@@ -5,8 +5,11 @@
 // splits through the staging slot.
 #include "oneflow_like/actor/collective_body.h"
 
+#include <chrono>
 #include <cstring>
 #include <functional>
+#include <future>
+#include <memory>
 #include <string>
 #include <thread>
 #include <vector>
@@ -279,6 +282,51 @@ TEST(CollectiveBodyTest, SingleCollectivesAreUnchanged) {
       ExpectEqual(io.outputs[0], Expected(params, 0, 3, r), CollectiveParams::Kind_Name(kind));
     });
   }
+}
+
+// Four collectives of one group (global orders 0..3), started at once in a different order on
+// every member: one shared gloo context per member, each body a channel of it, results exact.
+void BodiesShareTheGroupContext(int members) {
+  const RegionProto whole = Region({0, 0}, {4, 6});
+  std::vector<CollectiveParams> calls;
+  for (int order = 0; order < 4; ++order) {
+    const std::vector<int64_t> rows = members == 2 ? std::vector<int64_t>{3, 1} : std::vector<int64_t>{1, 2, 1};
+    CollectiveParams params =
+        order % 2 == 0 ? Part({4, 6}, whole, members) : Part({4, 6}, whole, members, Split(whole, 0, rows));
+    params.set_kind(order % 2 == 0 ? CollectiveParams::ALL_REDUCE : CollectiveParams::REDUCE_SCATTER);
+    for (int m = 0; m < members; ++m) params.add_ranks(m);
+    params.set_global_order(order);
+    calls.push_back(params);
+  }
+  OnMembers(members, [&](int r, comm::CollectiveBackend* backend) {
+    // Declared before the bodies: their calls finish (on destruction at the latest) before these go.
+    std::vector<std::promise<absl::Status>> finished(calls.size());
+    std::vector<ActIo> ios(calls.size());
+    std::vector<std::unique_ptr<CollectiveBody>> bodies;
+    for (size_t k = 0; k < calls.size(); ++k) {
+      bodies.push_back(std::make_unique<CollectiveBody>(backend, calls[k], r, "c" + std::to_string(k)));
+      ios[k].inputs.push_back(Input(r, k, {4, 6}));
+      ios[k].outputs.push_back(Tensor(DataType::kFloat32, Shape(Dims(calls[k].output_regions(r)))));
+    }
+    for (size_t i = 0; i < calls.size(); ++i) {
+      const size_t k = (i + static_cast<size_t>(r)) % calls.size();  // member r starts call r first
+      bodies[k]->Start(ios[k], [&finished, k](const absl::Status& s) { finished[k].set_value(s); });
+    }
+    for (size_t k = 0; k < calls.size(); ++k) {
+      std::future<absl::Status> done = finished[k].get_future();
+      ASSERT_EQ(done.wait_for(std::chrono::seconds(60)), std::future_status::ready) << "call " << k << " hangs";
+      const absl::Status status = done.get();
+      ASSERT_TRUE(status.ok()) << status;
+      ExpectEqual(ios[k].outputs[0], Expected(calls[k], k, members, r), "call " + std::to_string(k));
+    }
+    EXPECT_EQ(backend->stats().contexts, 1) << "member " << r;
+    EXPECT_EQ(backend->stats().channels, 4) << "member " << r;
+  });
+}
+
+TEST(CollectiveBodyTest, BodiesOfOneGroupShareOneContextAndFireInAnyOrder) {
+  BodiesShareTheGroupContext(2);
+  BodiesShareTheGroupContext(3);
 }
 
 TEST(CollectiveBodyTest, ABucketWithTheWrongSlotsIsRefusedNamingTheTask) {
