@@ -32,6 +32,7 @@ while [ $# -gt 0 ]; do
   esac
 done
 if [ ${#targets[@]} -eq 0 ]; then
+  # cuda_kernels_test holds the kernel tests and the op kernel table's (op_kernels_test.cc).
   targets=(
     //oneflow_like/core/cuda:cuda_device_test
     //oneflow_like/core/cuda:cuda_kernels_test

@@ -5,8 +5,9 @@
 #   bash tools/gpu/run_checks.sh [--sanitize] [--bench] [PACK]
 #     PACK: .gpu_pack/gpu_pack.tar.gz (default) or its unpacked gpu_pack/ folder
 #     --sanitize: also run cuda_kernels_test under compute-sanitizer's memcheck (out-of-bounds
-#              and misaligned accesses) and racecheck (shared-memory races; cuBLAS's
-#              MatmulTest left out); each counts as one more binary in the verdict
+#              and misaligned accesses) and racecheck (shared-memory races; the cuBLAS tests
+#              MatmulTest and OpKernelsTest.Matmul left out); each counts as one more binary
+#              in the verdict
 #     --bench: after the tests, run the pack's benchmarks (bench/*: kernel timings as a
 #              markdown table, also written to $OUT/bench.md); they do not change the verdict
 # Environment: CHECK_TIMEOUT_S (per binary, default 120), SANITIZE_TIMEOUT_S (per sanitizer
@@ -149,7 +150,7 @@ if [ "$sanitize" = 1 ]; then
     timeout_s="${SANITIZE_TIMEOUT_S:-180}"
     check "cuda_kernels_test under memcheck" "$logs/memcheck.log" \
       "$sanitizer" --tool memcheck --error-exitcode 99 "$root/bin/cuda_kernels_test"
-    GTEST_FILTER="${GTEST_FILTER:--MatmulTest.*}" check "cuda_kernels_test under racecheck" "$logs/racecheck.log" \
+    GTEST_FILTER="${GTEST_FILTER:--MatmulTest.*:OpKernelsTest.Matmul}" check "cuda_kernels_test under racecheck" "$logs/racecheck.log" \
       "$sanitizer" --tool racecheck --error-exitcode 99 "$root/bin/cuda_kernels_test"
   fi
 fi
