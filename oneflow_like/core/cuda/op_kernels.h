@@ -11,11 +11,30 @@
 //   RETURN_IF_ERROR((*kernel)(ctx));                       // enqueues on ctx.stream, returns at once
 //
 // Semantics are the CPU kernel's (core/ops/*_ops.cc) on the same shard, to the tolerances of
-// cuda_test_util.h. A kernel only enqueues work: the outputs are valid once the stream reaches
-// that point (the caller records an event or adds a host callback after it). Errors: an
-// attribute or shape the kernel does not support is InvalidArgument naming the op instance
-// (ctx.op_name), the op type and what is wrong; a launch failure is Internal naming the kernel.
-// Table: no global state; whoever runs CUDA kernels builds one (cheap) and keeps it.
+// cuda_test_util.h (docs/cuda.md), with the same dtypes (float32 / float64; int32 / int64 ids,
+// labels and steps; reduce_sum also int32 / int64; the shape ops, cast and fill any dtype;
+// random_uniform / random_normal also bfloat16 / float16). Shards: the kernels read
+// ctx.input_shards / ctx.output_shards where the CPU kernel does (random ops, dropout, causal
+// softmax, vocab-sharded embedding, the logical N of cross-entropy and reduce_mean, slices);
+// empty vectors mean whole tensors. A kernel only enqueues work: the outputs are valid once the
+// stream reaches that point (the caller records an event or adds a host callback after it).
+//
+// Where the GPU kernel differs from the CPU one (nothing is read back, nothing synchronizes):
+//   - embedding / embedding_grad ids and cross-entropy labels are NOT range-checked (the CPU
+//     fails naming the bad position): an id outside the table looks up zeros and adds nothing,
+//     a label outside [0, C) gives NaN. Check untrusted indices first (index_kernels.h).
+//   - adam_update reads `step` on the device; a step < 1 leaves the outputs unwritten (the CPU
+//     fails).
+//   - sparse_softmax_cross_entropy takes its workspace from the stream-ordered allocator
+//     (cudaMallocAsync / cudaFreeAsync on ctx.stream).
+//   - matmul / matmul_batch_sum use ctx.cublas (required there): the kernel binds it to
+//     ctx.stream and sets full float precision (no TF32).
+//
+// Errors: an attribute, shape, dtype or arity the kernel does not support is InvalidArgument
+// "<op type> '<op instance>' (cuda): <what is wrong>", found before anything is enqueued; a
+// launch or cuBLAS failure keeps its code (Internal for a launch) with the same prefix.
+// Table: no global state; whoever runs CUDA kernels builds one (cheap) and keeps it. Building
+// the table needs no GPU.
 #ifndef ONEFLOW_LIKE_CORE_CUDA_OP_KERNELS_H_
 #define ONEFLOW_LIKE_CORE_CUDA_OP_KERNELS_H_
 
@@ -41,17 +60,17 @@ struct CudaKernelContext {
   const AttrMap& attrs;        // validated, defaults filled (OpDef::ValidateAttrs)
   std::vector<const Tensor*> inputs;     // device memory, the op's input order
   std::vector<Tensor*> outputs;          // device memory, preallocated with the inferred descs
-  std::vector<ShardInfo> input_shards;   // same length as inputs
-  std::vector<ShardInfo> output_shards;  // same length as outputs
+  std::vector<ShardInfo> input_shards;   // same length as inputs, or empty (whole tensors)
+  std::vector<ShardInfo> output_shards;  // same length as outputs, or empty (whole tensors)
   cudaStream_t stream = nullptr;
-  cublasHandle_t cublas = nullptr;       // bound to `stream` by the caller
+  cublasHandle_t cublas = nullptr;       // not owned; matmul ops bind it to `stream`
 };
 
 using CudaKernelFn = std::function<absl::Status(const CudaKernelContext&)>;
 
 class CudaKernelTable {
  public:
-  // AlreadyExists if `op_type` has a kernel.
+  // AlreadyExists if `op_type` has a kernel; InvalidArgument for an empty `kernel`.
   absl::Status Add(const std::string& op_type, CudaKernelFn kernel);
   // Null when `op_type` has no CUDA kernel.
   const CudaKernelFn* Find(const std::string& op_type) const;
