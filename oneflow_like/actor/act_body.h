@@ -30,9 +30,22 @@ struct ActIo {
   std::vector<Tensor> outputs;  // borrowed views, payload order
 };
 
+// The running sums of an ACCUMULATE (FiringRule::kAccumulate) kept where the host cannot keep
+// them (a device's memory): payload i's sum = the first piece, += each next piece, then written
+// to the output. Synchronous.
+class Accumulation {
+ public:
+  virtual ~Accumulation() = default;
+  virtual absl::Status First(size_t i, const Tensor& piece) = 0;
+  virtual absl::Status Next(size_t i, const Tensor& piece) = 0;
+  virtual absl::Status Emit(size_t i, Tensor* out) = 0;
+};
+
 class ActBody {
  public:
   virtual ~ActBody() = default;
+  // Non-null: an ACCUMULATE's sums go through it (device_backend.h); null: host tensors.
+  virtual Accumulation* accumulation() { return nullptr; }
   virtual absl::Status Act(ActIo& io) = 0;
   // Asynchronous bodies (collective libraries, device streams): Start begins the act and returns
   // at once; `finished` is called exactly once, from any thread, when the outputs are written

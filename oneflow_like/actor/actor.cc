@@ -50,7 +50,7 @@ Actor::Actor(ActorSpec spec, std::unique_ptr<ActBody> body, ActorHost* host)
     for (int32_t b = 0; b < out.layout->count; ++b) out.free.push_back(b);
     out.holders.assign(out.layout->count, 0);
   }
-  if (spec_.rule == FiringRule::kAccumulate) {
+  if (spec_.rule == FiringRule::kAccumulate && body_->accumulation() == nullptr) {
     for (const PayloadRef& ref : spec_.payload_inputs) {
       accumulator_.emplace_back(spec_.inputs[ref.port].layout->slots[ref.slot]);
     }
@@ -342,11 +342,17 @@ void Actor::FinishAsync() {
 bool Actor::FireAccumulate() {
   if (phase_ < spec_.count) {
     if (!AllInputsReady()) return false;
-    for (size_t i = 0; i < accumulator_.size(); ++i) {
+    Accumulation* device = body_->accumulation();
+    for (size_t i = 0; i < spec_.payload_inputs.size(); ++i) {
       const PayloadRef& ref = spec_.payload_inputs[i];
       const InputPort& in = spec_.inputs[ref.port];
       const Tensor view = in.layout->View(in.ready.front(), ref.slot);
-      if (phase_ == 0) {
+      if (device != nullptr) {
+        if (absl::Status s = phase_ == 0 ? device->First(i, view) : device->Next(i, view); !s.ok()) {
+          Fail(absl::Status(s.code(), absl::StrCat("actor '", spec_.name, "' (ACCUMULATE): ", s.message())));
+          return false;
+        }
+      } else if (phase_ == 0) {
         CopyTensorData(view, &accumulator_[i]);
       } else {
         AddTensorInto(view, &accumulator_[i]);
@@ -358,11 +364,17 @@ bool Actor::FireAccumulate() {
     return true;
   }
   if (!AllOutputsFree()) return false;
-  for (size_t i = 0; i < accumulator_.size(); ++i) {
+  Accumulation* device = body_->accumulation();
+  for (size_t i = 0; i < spec_.payload_outputs.size(); ++i) {
     const PayloadRef& ref = spec_.payload_outputs[i];
     const OutputPort& out = spec_.outputs[ref.port];
     Tensor view = out.layout->View(out.free.front(), ref.slot);
-    CopyTensorData(accumulator_[i], &view);
+    if (device == nullptr) {
+      CopyTensorData(accumulator_[i], &view);
+    } else if (absl::Status s = device->Emit(i, &view); !s.ok()) {
+      Fail(absl::Status(s.code(), absl::StrCat("actor '", spec_.name, "' (ACCUMULATE): ", s.message())));
+      return false;
+    }
   }
   phase_ = 0;
   Acted(false);

@@ -47,7 +47,13 @@ Runtime::~Runtime() {
   actors_.clear();
   // Frames still queued (a failed job) stop referring to our registers before they are freed.
   for (const Block& block : registered_) env_.transport->UnregisterMemory(block.data, block.bytes);
-  for (const Block& block : blocks_) env_.allocator->Deallocate(block.data, block.bytes);
+  for (const Block& block : blocks_) {
+    if (block.device >= 0) {
+      env_.device_backend->Free(block.device, block.data);
+    } else {
+      env_.allocator->Deallocate(block.data, block.bytes);
+    }
+  }
 }
 
 char* Runtime::AllocateBytes(int64_t bytes) {
@@ -469,7 +475,7 @@ absl::StatusOr<Tensor> Runtime::ReadVariableShard(const std::string& name) const
     return absl::NotFoundError(absl::StrCat("rank ", rank_.value(), " has no variable named '", name, "'"));
   }
   const RegisterLayout* layout = layout_by_id_.at(binding->slot().register_id());
-  return layout->View(0, binding->slot().slot()).Clone();
+  return ReadSlot(*layout, 0, binding->slot().slot());
 }
 
 absl::Status Runtime::WriteVariableShard(const std::string& name, const Tensor& shard) {
@@ -489,8 +495,7 @@ absl::Status Runtime::WriteVariableShard(const std::string& name, const Tensor& 
                                                    "; the given shard is ", DataTypeName(shard.dtype()),
                                                    shard.shape().ToString()));
   }
-  std::memcpy(target.raw_data(), shard.raw_data(), target.byte_size());
-  return absl::OkStatus();
+  return WriteSlot(*layout, 0, binding->slot().slot(), shard);
 }
 
 std::string Runtime::Report(int64_t timeout_ms) {

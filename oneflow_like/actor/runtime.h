@@ -49,6 +49,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "oneflow_like/actor/actor.h"
 #include "oneflow_like/actor/clock.h"
+#include "oneflow_like/actor/device_backend.h"
 #include "oneflow_like/actor/step_notifier.h"
 #include "oneflow_like/actor/mailbox.h"
 #include "oneflow_like/comm/collective.h"
@@ -114,6 +115,10 @@ struct RuntimeEnv {
   // them). 1 = serial kernels. Results are bit-identical either way but for split matmuls'
   // last bits.
   int intra_op_threads = 1;
+  // The accelerator of the plan's non-cpu tasks and memory blocks (device_backend.h): required
+  // iff the rank's plan has any (their DeviceProto.type must be its type()). Not owned;
+  // outlives the runtime.
+  DeviceBackend* device_backend = nullptr;
 };
 
 class Runtime final : public ActorHost {
@@ -241,6 +246,7 @@ class Runtime final : public ActorHost {
   struct Block {
     char* data = nullptr;
     size_t bytes = 0;
+    int32_t device = -1;  // >= 0: memory of env_.device_backend's device (else the allocator's)
   };
 
   // What SetUpTask decided for one task.
@@ -274,6 +280,18 @@ class Runtime final : public ActorHost {
   void DeliverRemote(Rank from, const RemoteMessage& message, absl::string_view payload);
   void RecordFailure(const absl::Status& status);
   char* AllocateBytes(int64_t bytes);
+  // device_runtime.cc: a memory block on env_.device_backend's `device`.
+  absl::StatusOr<char*> AllocateDeviceBlock(const MemoryBlockProto& block);
+  // The device of a local register's memory, -1 for host memory.
+  int32_t DeviceOf(int64_t register_id) const;
+  // Host <-> a register slot's bytes, wherever they are (VARIABLE bindings, INPUT sources).
+  absl::Status WriteSlot(const RegisterLayout& layout, int32_t buffer, int32_t slot, const Tensor& host) const;
+  absl::StatusOr<Tensor> ReadSlot(const RegisterLayout& layout, int32_t buffer, int32_t slot) const;
+  // The body of a task on the device (tasks whose DeviceProto.type is not "cpu").
+  absl::StatusOr<std::unique_ptr<ActBody>> MakeDeviceBody(const TaskProto& task, DeviceTask device_task) const;
+  // An ACCUMULATE on the device: its running sums (one per payload, `sums`) in device memory.
+  absl::StatusOr<std::unique_ptr<ActBody>> MakeDeviceAccumulateBody(const DeviceTask& task,
+                                                                   const std::vector<TensorDesc>& sums) const;
 
   const Rank rank_;
   const RuntimeEnv env_;
@@ -287,6 +305,8 @@ class Runtime final : public ActorHost {
   std::vector<Block> blocks_;  // every allocation, freed by ~Runtime
   std::vector<Block> registered_;  // blocks given to the transport's RegisterMemory
   absl::flat_hash_map<int64_t, char*> block_by_id_;
+  absl::flat_hash_map<int64_t, int32_t> device_of_block_;     // device blocks only
+  absl::flat_hash_map<int64_t, int32_t> device_of_register_;  // registers in device blocks only
   std::vector<std::unique_ptr<RegisterLayout>> layouts_;  // local registers
   absl::flat_hash_map<int64_t, RegisterLayout*> layout_by_id_;
   std::vector<std::unique_ptr<MirrorRegister>> mirrors_;

@@ -48,13 +48,14 @@ absl::Status Runtime::Build(const PlanProto& plan, const RankPlanProto& rank_pla
 
   // Memory blocks.
   for (const MemoryBlockProto& block : rank_plan.memory_blocks()) {
-    if (block.device().type() != "cpu") {
-      return absl::UnimplementedError(absl::StrCat("memory block ", block.id(), " is on device '",
-                                                   block.device().type(), "'; this runtime runs CPU plans only"));
-    }
     if (block.size_bytes() < 0 || block_by_id_.contains(block.id())) {
       return absl::InvalidArgumentError(
           absl::StrCat("memory block ", block.id(), " is duplicated or has a negative size"));
+    }
+    if (block.device().type() != "cpu") {  // device memory: the transport never reads it
+      ASSIGN_OR_RETURN(block_by_id_[block.id()], AllocateDeviceBlock(block));
+      device_of_block_[block.id()] = block.device().index();
+      continue;
     }
     char* data = AllocateBytes(block.size_bytes());
     if (data == nullptr) return absl::ResourceExhaustedError(absl::StrCat("cannot allocate memory block ", block.id()));
@@ -148,6 +149,9 @@ absl::Status Runtime::Build(const PlanProto& plan, const RankPlanProto& rank_pla
       }
       for (int b = 0; b < reg.count(); ++b)
         layout->buffers.push_back(block->second + mem.offset() + b * mem.buffer_bytes());
+      if (auto device = device_of_block_.find(mem.block_id()); device != device_of_block_.end()) {
+        device_of_register_[reg.id()] = device->second;
+      }
     } else if (reg.slots_size() > 0) {
       return absl::InvalidArgumentError(
           absl::StrCat(RegisterLabel(reg), " has ", reg.slots_size(), " slots but no memory location"));
@@ -158,23 +162,28 @@ absl::Status Runtime::Build(const PlanProto& plan, const RankPlanProto& rank_pla
 
   // Tasks: ids, threads and who produces what.
   std::map<int64_t, ActorId> actor_of_task;
-  std::map<std::pair<int32_t, int32_t>, StreamThread*> thread_of_stream;
+  std::map<std::tuple<std::string, int32_t, int32_t>, StreamThread*> thread_of_stream;
   std::vector<const TaskProto*> tasks;
   for (const TaskProto& task : rank_plan.tasks()) {
     if (actor_of_task.count(task.id()) > 0)
       return absl::InvalidArgumentError(absl::StrCat(TaskLabel(task), " appears twice"));
-    if (task.device().type() != "cpu") {
-      return absl::UnimplementedError(absl::StrCat(TaskLabel(task), " runs on device '", task.device().type(),
-                                                   "'; this runtime runs CPU plans only"));
+    if (task.device().type() != "cpu" &&
+        (env_.device_backend == nullptr || env_.device_backend->type() != task.device().type())) {
+      return absl::UnimplementedError(absl::StrCat(
+          TaskLabel(task), " runs on device '", task.device().type(), "', but this runtime has ",
+          env_.device_backend == nullptr ? std::string("no device backend (RuntimeEnv.device_backend)")
+                                         : absl::StrCat("a '", env_.device_backend->type(), "' backend"),
+          "; a CPU-only build runs cpu placements only"));
     }
     const ActorId id(static_cast<int64_t>(tasks.size()));
     actor_of_task[task.id()] = id;
     tasks.push_back(&task);
-    StreamThread*& thread = thread_of_stream[{task.device().index(), task.stream_id()}];
+    StreamThread*& thread =
+        thread_of_stream[{task.device().type(), task.device().index(), task.stream_id()}];
     if (thread == nullptr) {
       threads_.push_back(std::make_unique<StreamThread>(this, static_cast<int32_t>(threads_.size())));
       thread = threads_.back().get();
-      thread->name = absl::StrCat("cpu:", task.device().index(), "/stream ", task.stream_id());
+      thread->name = absl::StrCat(task.device().type(), ":", task.device().index(), "/stream ", task.stream_id());
     }
     thread_of_actor_.push_back(thread);
     for (int p = 0; p < task.produced_register_ids_size(); ++p) {

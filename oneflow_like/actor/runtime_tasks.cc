@@ -40,6 +40,9 @@ absl::StatusOr<std::vector<PayloadRef>> ResolvePayload(const TaskProto& task,
   return out;
 }
 
+// A COPY's end without a type (host-only plans leave CopyParams unset) is host memory.
+bool IsHost(const DeviceProto& device) { return device.type().empty() || device.type() == "cpu"; }
+
 ShardInfo ShardFromProto(const ShardInfoProto& proto, const Shape& physical) {
   if (proto.logical_dims().empty() && physical.num_axes() > 0) return ShardInfo::Whole(physical);
   ShardInfo info{Shape(std::vector<int64_t>(proto.logical_dims().begin(), proto.logical_dims().end())),
@@ -77,9 +80,11 @@ absl::Status Runtime::AddBinding(const TensorBindingProto& binding) {
   binding_descs_[name] = desc;
   binding_offsets_[name] = shard.offset;
   if (binding.kind() == TensorBindingProto::VARIABLE) {
-    Tensor view = layout->View(0, binding.slot().slot());
-    absl::Status status = InitializeShard(binding.initializer(), shard.logical_shape, shard.offset, &view);
+    const bool on_device = DeviceOf(binding.slot().register_id()) >= 0;
+    Tensor host = on_device ? Tensor(desc) : layout->View(0, binding.slot().slot());  // device: via the host
+    absl::Status status = InitializeShard(binding.initializer(), shard.logical_shape, shard.offset, &host);
     if (!status.ok()) return absl::InvalidArgumentError(absl::StrCat("variable '", name, "': ", status.message()));
+    if (on_device) RETURN_IF_ERROR(WriteSlot(*layout, 0, binding.slot().slot(), host));
   }
   return absl::OkStatus();
 }
@@ -116,6 +121,49 @@ absl::StatusOr<Runtime::TaskSetup> Runtime::SetUpTask(const TaskProto& task, int
   if (task.type() != TaskProto::SOURCE && task.consumed_register_ids().empty()) {
     return error("consumes no register; only SOURCE tasks fire without inputs");
   }
+  // A task on an accelerator (device_backend.h): its bodies come from the backend.
+  const bool on_device = task.device().type() != "cpu";
+  DeviceTask device_task;
+  device_task.device = task.device().index();
+  device_task.stream = task.stream_id();
+  device_task.name = task.name();
+  auto device_body = [&](DeviceTask::Kind kind) {
+    device_task.kind = kind;
+    return MakeDeviceBody(task, device_task);
+  };
+  if (on_device && (task.type() == TaskProto::TRANSFER || task.type() == TaskProto::BOXING_SLICE ||
+                    task.type() == TaskProto::BOXING_CONCAT || task.type() == TaskProto::BOXING_ADD ||
+                    task.type() == TaskProto::COLLECTIVE)) {
+    return absl::UnimplementedError(absl::StrCat(
+        TaskLabel(task), ": a ", TaskProto::Type_Name(task.type()), " on device '", task.device().type(),
+        "' is not supported yet: registers on a device cross ranks through the device's collective library "
+        "(NCCL, the collectives issue), not through this runtime's transfers and boxing tasks"));
+  }
+  // Payloads must be in the memory the body reads and writes (a malformed plan would otherwise
+  // have the host touch device memory): the task's device, or a COPY's two ends. SOURCE and SINK
+  // bodies copy either way.
+  if (task.type() != TaskProto::SOURCE && task.type() != TaskProto::SINK) {
+    auto device_of = [](const DeviceProto& d) { return IsHost(d) ? -1 : d.index(); };
+    const bool copy = task.type() == TaskProto::COPY;
+    const int32_t here = on_device ? task.device().index() : -1;
+    const int32_t in_device = copy ? device_of(task.copy().from()) : here;
+    const int32_t out_device = copy ? device_of(task.copy().to()) : here;
+    auto where = [](int32_t device) { return device < 0 ? std::string("host") : absl::StrCat("device ", device); };
+    for (size_t i = 0; i < spec->payload_inputs.size(); ++i) {
+      const RegisterLayout* l = in_layouts[spec->payload_inputs[i].port];
+      if (DeviceOf(l->id.value()) != in_device) {
+        return error("payload input ", i, " (register '", l->name, "') is in ", where(DeviceOf(l->id.value())),
+                     " memory, but the task reads ", where(in_device), " memory");
+      }
+    }
+    for (size_t i = 0; i < spec->payload_outputs.size(); ++i) {
+      const RegisterLayout* l = out_layouts[spec->payload_outputs[i].port];
+      if (DeviceOf(l->id.value()) != out_device) {
+        return error("payload output ", i, " (register '", l->name, "') is in ", where(DeviceOf(l->id.value())),
+                     " memory, but the task writes ", where(out_device), " memory");
+      }
+    }
+  }
   TaskSetup setup;
   switch (task.type()) {
     case TaskProto::COMPUTE: {
@@ -148,6 +196,15 @@ absl::StatusOr<Runtime::TaskSetup> Runtime::SetUpTask(const TaskProto& task, int
       for (size_t i = 0; i < spec->payload_outputs.size(); ++i) {
         out_shards.push_back(ShardFromProto(params.output_shards_size() ? params.output_shards(i) : ShardInfoProto(),
                                             out_desc(i).shape));
+      }
+      if (on_device) {
+        device_task.def = *def;
+        device_task.op_name = op_name;
+        device_task.attrs = *std::move(attrs);
+        device_task.input_shards = std::move(in_shards);
+        device_task.output_shards = std::move(out_shards);
+        ASSIGN_OR_RETURN(setup.body, device_body(DeviceTask::Kind::kCompute));
+        break;
       }
       setup.body =
           std::make_unique<ComputeBody>(*def, op_name, *std::move(attrs), std::move(in_shards), std::move(out_shards),
@@ -209,7 +266,15 @@ absl::StatusOr<Runtime::TaskSetup> Runtime::SetUpTask(const TaskProto& task, int
       RETURN_IF_ERROR(check_pairwise());
       spec->rule = task.type() == TaskProto::REPEAT ? FiringRule::kRepeat : FiringRule::kAccumulate;
       spec->count = task.count().count();
-      setup.body = std::make_unique<CopyBody>();
+      if (on_device && task.type() == TaskProto::ACCUMULATE) {
+        std::vector<TensorDesc> sums;
+        for (size_t i = 0; i < spec->payload_inputs.size(); ++i) sums.push_back(in_desc(i));
+        ASSIGN_OR_RETURN(setup.body, MakeDeviceAccumulateBody(device_task, sums));
+      } else if (on_device) {
+        ASSIGN_OR_RETURN(setup.body, device_body(DeviceTask::Kind::kCopy));
+      } else {
+        setup.body = std::make_unique<CopyBody>();
+      }
       break;
     case TaskProto::SOURCE:
     case TaskProto::SINK: {
@@ -230,9 +295,15 @@ absl::StatusOr<Runtime::TaskSetup> Runtime::SetUpTask(const TaskProto& task, int
         spec->payload_inputs = {ref};
         setup.step_events = firings_per_step;
         fetches_per_step_[name] += firings_per_step;
-        setup.body = std::make_unique<FunctionBody>([this, name](ActIo& io) {
+        const int32_t input_device = DeviceOf(binding->slot().register_id());
+        setup.body = std::make_unique<FunctionBody>([this, name, input_device](ActIo& io) {
+          Tensor fetched = input_device >= 0 ? Tensor(io.inputs[0].desc()) : io.inputs[0].Clone();
+          if (input_device >= 0) {
+            RETURN_IF_ERROR(env_.device_backend->CopyToHost(input_device, static_cast<const char*>(io.inputs[0].raw_data()),
+                                                            fetched.raw_data(), fetched.byte_size()));
+          }
           std::lock_guard<std::mutex> lock(io_mu_);
-          fetched_[name].push_back(io.inputs[0].Clone());
+          fetched_[name].push_back(std::move(fetched));
           return absl::OkStatus();
         });
       } else if (binding->kind() == TensorBindingProto::INPUT) {
@@ -240,7 +311,8 @@ absl::StatusOr<Runtime::TaskSetup> Runtime::SetUpTask(const TaskProto& task, int
         spec->rule = FiringRule::kInputSource;
         spec->payload_outputs = {ref};
         setup.step_events = firings_per_step;
-        setup.body = std::make_unique<FunctionBody>([this, name](ActIo& io) -> absl::Status {
+        const int32_t output_device = DeviceOf(binding->slot().register_id());
+        setup.body = std::make_unique<FunctionBody>([this, name, output_device](ActIo& io) -> absl::Status {
           Tensor shard;
           {
             std::lock_guard<std::mutex> lock(io_mu_);
@@ -249,6 +321,10 @@ absl::StatusOr<Runtime::TaskSetup> Runtime::SetUpTask(const TaskProto& task, int
               return absl::FailedPreconditionError(absl::StrCat("input '", name, "' has no fed tensor for this piece"));
             shard = std::move(queue.front());
             queue.pop_front();
+          }
+          if (output_device >= 0) {
+            return env_.device_backend->CopyToDevice(output_device, shard.raw_data(), static_cast<char*>(io.outputs[0].raw_data()),
+                                                     shard.byte_size());
           }
           CopyTensorData(shard, &io.outputs[0]);
           return absl::OkStatus();
@@ -267,7 +343,11 @@ absl::StatusOr<Runtime::TaskSetup> Runtime::SetUpTask(const TaskProto& task, int
           return error("update ", in_desc(0).ToString(), " for variable ", out_desc(0).ToString());
         for (InputPort& in : spec->inputs) in.back_edge = true;
         setup.step_events = 1 + (spec->inputs.empty() ? 0 : 1);
-        setup.body = std::make_unique<CopyBody>();
+        if (on_device) {
+          ASSIGN_OR_RETURN(setup.body, device_body(DeviceTask::Kind::kCopy));
+        } else {
+          setup.body = std::make_unique<CopyBody>();
+        }
       } else {
         return error("a SOURCE cannot emit output '", name, "'");
       }
@@ -279,6 +359,19 @@ absl::StatusOr<Runtime::TaskSetup> Runtime::SetUpTask(const TaskProto& task, int
       // where the device is asynchronous). Between host buffers it is a plain copy.
       if (spec->payload_inputs.empty()) return error("a COPY has no payload to copy");
       RETURN_IF_ERROR(check_pairwise());
+      if (!IsHost(task.copy().from()) || !IsHost(task.copy().to())) {
+        const bool from_host = IsHost(task.copy().from()), to_host = IsHost(task.copy().to());
+        const DeviceProto& accelerator = from_host ? task.copy().to() : task.copy().from();
+        if (env_.device_backend == nullptr || env_.device_backend->type() != accelerator.type()) {
+          return error("copies ", from_host ? "to" : "from", " device '", accelerator.type(),
+                       "', which this runtime has no backend for (RuntimeEnv.device_backend)");
+        }
+        device_task.device = accelerator.index();
+        ASSIGN_OR_RETURN(setup.body, device_body(from_host   ? DeviceTask::Kind::kHostToDevice
+                                                 : to_host ? DeviceTask::Kind::kDeviceToHost
+                                                           : DeviceTask::Kind::kCopy));
+        break;
+      }
       setup.body = std::make_unique<CopyBody>();
       break;
     case TaskProto::COLLECTIVE: {

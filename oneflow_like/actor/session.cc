@@ -45,6 +45,7 @@ absl::StatusOr<std::unique_ptr<Session>> Session::Create(const PlanProto& plan, 
     env.record_timeline = session->options_.record_timeline;
     env.inplace_variable_updates = session->options_.inplace_variable_updates;
     env.intra_op_threads = session->options_.intra_op_threads;
+    env.device_backend = session->options_.device_backend;
     env.step_notifier = &session->notifier_;
     if (collectives) env.collectives = session->collective_backends_[rank_plan.rank()].get();
     ASSIGN_OR_RETURN(std::unique_ptr<Runtime> runtime, Runtime::Create(plan, rank_plan.rank(), std::move(env)));

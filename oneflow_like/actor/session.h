@@ -57,6 +57,8 @@ struct SessionOptions {
   bool inplace_variable_updates = true;
   // RuntimeEnv::intra_op_threads of every rank (each rank gets its own pool).
   int intra_op_threads = 1;
+  // RuntimeEnv::device_backend of every rank (plans with cuda placements). Not owned.
+  DeviceBackend* device_backend = nullptr;
 };
 
 class Session {

@@ -114,11 +114,13 @@ absl::StatusOr<std::unique_ptr<Trainer>> Trainer::Create(const TrainerOptions& o
     return absl::InvalidArgumentError(
         absl::StrCat("mlp_data_batches must be at least 1, got ", options.mlp_data_batches));
   }
-  if (options.layout.device != DeviceType::kCpu) {
+  if (options.layout.device != DeviceType::kCpu &&
+      (options.device_backend == nullptr || options.device_backend->type() != DeviceTypeName(options.layout.device))) {
     return absl::FailedPreconditionError(absl::StrCat(
         "--device=", DeviceTypeName(options.layout.device),
-        ": this build runs cpu placements only (the CUDA backend is issue 14); `tools/olplan summary|simulate ",
-        "--device=cuda ... --profile tools/plan/profiles/h100.txt` plans and prices the job"));
+        ": this build has no backend for that device (a CUDA build's oltrain_cuda runs cuda placements on a GPU); "
+        "`tools/olplan summary|simulate --device=cuda ... --profile tools/plan/profiles/h100.txt` plans and prices "
+        "the job"));
   }
   ASSIGN_OR_RETURN(TrainerJob job, BuildTrainerJob(options, *registry));
   t->batch_ = job.batch;
@@ -150,6 +152,7 @@ absl::StatusOr<std::unique_ptr<Trainer>> Trainer::Create(const TrainerOptions& o
   const int ranks_here = options.executor_factory ? 1 : std::max(1, t->plan_.world_size());
   session.intra_op_threads =
       options.intra_op_threads > 0 ? options.intra_op_threads : std::max(1, IntraOpThreadsFromEnv() / ranks_here);
+  session.device_backend = options.device_backend;
   if (options.executor_factory) {
     ASSIGN_OR_RETURN(t->executor_, options.executor_factory(t->plan_, registry, std::move(session)));
   } else {

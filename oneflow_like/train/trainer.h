@@ -74,6 +74,9 @@ struct TrainerOptions {
   // value). 0 = the thread budget from the environment (IntraOpThreadsFromEnv), shared by the
   // ranks that run in this process.
   int intra_op_threads = 0;
+  // The accelerator that runs `--device=cuda` jobs (actor/device_backend.h; a CUDA build's
+  // backend, or a fake in tests). Null: cpu placements only. Not owned; outlives the trainer.
+  actor::DeviceBackend* device_backend = nullptr;
   // GPT data: empty = torch_gpt.py's synthetic batches; else a text file read byte-level
   // (models/text_data.h; requires gpt.vocab == 256), e.g. /usr/share/common-licenses/GPL-3.
   std::string text_path;

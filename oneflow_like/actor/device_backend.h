@@ -1,0 +1,86 @@
+// DeviceBackend: an accelerator under the runtime (issue 14), for plans whose tasks and memory
+// blocks are on a device the host cannot read directly (DeviceProto.type "cuda").
+//
+// The runtime keeps its CPU semantics (actors, registers, back-pressure, byte sharing) and asks
+// the backend only for what touches device memory:
+//   Allocate / Free      one allocation per planned memory block of the device (zeroed)
+//   CopyToDevice/ToHost  synchronous copies for what the host does between steps or at the
+//                        edges: variable initialization and checkpoints, an INPUT source's fed
+//                        shard, the accumulator of an ACCUMULATE
+//   MakeBody             the body of a task on the device: COMPUTE (the op's device kernel),
+//                        COPY host <-> device, and the copies / sums of TRANSFER-free firing
+//                        rules (REPEAT, ACCUMULATE, a variable holder absorbing its update)
+// Bodies are asynchronous (ActBody::IsAsync): Start enqueues the work on the stream of the
+// task's (device, stream_id) and returns at once; `finished` is called from the backend's thread
+// once the stream has done it (a CUDA host callback after the kernels), never by blocking an
+// actor thread on the device. Their Act (used by the firing rules the actor runs synchronously:
+// REPEAT, ACCUMULATE, variable holders) enqueues and waits for the stream.
+// Ordering: an actor tells its consumers only after `finished`, so work on different streams is
+// ordered through the actors' messages; within a stream, in enqueue order.
+//
+// What a plan on a device may not do yet (Runtime::Create refuses it, naming the task): a
+// TRANSFER or boxing task on the device (registers cross ranks through collectives: NCCL is the
+// collectives issue's backend), and a COLLECTIVE on device registers through a host backend.
+//
+// Implementations: cuda_backend (actor/cuda, built with the CUDA toolkit; runs where a GPU
+// is visible) and FakeDeviceBackend (fake_device_backend.h, tests): device memory the host
+// cannot touch, CPU kernels on a stream thread, so every CPU test machine exercises the
+// runtime's device paths.
+// Thread-safety: every method may be called from any thread.
+#ifndef ONEFLOW_LIKE_ACTOR_DEVICE_BACKEND_H_
+#define ONEFLOW_LIKE_ACTOR_DEVICE_BACKEND_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "oneflow_like/actor/act_body.h"
+#include "oneflow_like/core/attr.h"
+#include "oneflow_like/core/op_def.h"
+
+namespace oneflow_like {
+namespace actor {
+
+// What a body on the device does.
+struct DeviceTask {
+  enum class Kind {
+    kCompute,       // the op's kernel: outputs = op(inputs)
+    kCopy,          // outputs[i] = inputs[i], both on the device (REPEAT, holder updates)
+    kHostToDevice,  // COPY: inputs in host memory, outputs on the device
+    kDeviceToHost,  // COPY: inputs on the device, outputs in host memory
+    kAdd,           // outputs[0] += inputs[0] (an ACCUMULATE's running sum)
+  };
+  Kind kind = Kind::kCompute;
+  int32_t device = 0;     // DeviceProto.index
+  int32_t stream = 0;     // TaskProto.stream_id
+  std::string name;       // the task's name, for messages
+  // kCompute:
+  const OpDef* def = nullptr;
+  std::string op_name;
+  AttrMap attrs;          // validated, defaults filled
+  std::vector<ShardInfo> input_shards, output_shards;
+};
+
+class DeviceBackend {
+ public:
+  virtual ~DeviceBackend() = default;
+  // The DeviceProto.type it serves, e.g. "cuda".
+  virtual std::string type() const = 0;
+  // `bytes` of zeroed memory on `device`; ResourceExhausted / Unavailable naming the device.
+  virtual absl::StatusOr<char*> Allocate(int32_t device, int64_t bytes) = 0;
+  // REQUIRES: `data` came from Allocate(device, ...) and no work on it is pending.
+  virtual void Free(int32_t device, char* data) = 0;
+  // Synchronous copies between host memory and device memory of `device`.
+  virtual absl::Status CopyToDevice(int32_t device, const void* host, char* device_data, int64_t bytes) = 0;
+  virtual absl::Status CopyToHost(int32_t device, const char* device_data, void* host, int64_t bytes) = 0;
+  // The body of one task. InvalidArgument naming the task when the backend cannot run it (e.g.
+  // an op without a kernel on this device).
+  virtual absl::StatusOr<std::unique_ptr<ActBody>> MakeBody(DeviceTask task) = 0;
+};
+
+}  // namespace actor
+}  // namespace oneflow_like
+
+#endif  // ONEFLOW_LIKE_ACTOR_DEVICE_BACKEND_H_

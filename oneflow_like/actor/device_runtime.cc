@@ -1,0 +1,132 @@
+// The runtime's device paths (device_backend.h): device memory blocks, host <-> slot copies
+// wherever a slot lives, device bodies and an ACCUMULATE's sums in device memory.
+#include <cstring>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "oneflow_like/actor/runtime.h"
+
+namespace oneflow_like {
+namespace actor {
+namespace {
+
+// An ACCUMULATE on the device: one device buffer per payload; First copies the piece in, Next
+// adds it, Emit copies the sum out, each a backend body run to completion (Act).
+class DeviceAccumulateBody final : public ActBody, public Accumulation {
+ public:
+  DeviceAccumulateBody(DeviceBackend* backend, int32_t device, std::vector<Tensor> sums,
+                       std::unique_ptr<ActBody> copy, std::unique_ptr<ActBody> add)
+      : backend_(backend), device_(device), sums_(std::move(sums)), copy_(std::move(copy)), add_(std::move(add)) {}
+  ~DeviceAccumulateBody() override {
+    for (Tensor& sum : sums_) {
+      if (sum.raw_data() != nullptr) backend_->Free(device_, static_cast<char*>(sum.raw_data()));
+    }
+  }
+  Accumulation* accumulation() override { return this; }
+  absl::Status Act(ActIo&) override {
+    return absl::InternalError("an ACCUMULATE's device body is driven through accumulation()");
+  }
+  absl::Status First(size_t i, const Tensor& piece) override { return Run(copy_.get(), piece, sums_[i]); }
+  absl::Status Next(size_t i, const Tensor& piece) override { return Run(add_.get(), piece, sums_[i]); }
+  absl::Status Emit(size_t i, Tensor* out) override { return Run(copy_.get(), sums_[i], *out); }
+
+ private:
+  static absl::Status Run(ActBody* body, const Tensor& in, const Tensor& out) {
+    ActIo io;
+    io.inputs.push_back(in);
+    io.outputs.push_back(out);
+    return body->Act(io);
+  }
+  DeviceBackend* backend_;
+  int32_t device_;
+  std::vector<Tensor> sums_;  // borrowed views of backend allocations (freed above)
+  std::unique_ptr<ActBody> copy_, add_;
+};
+
+}  // namespace
+
+absl::StatusOr<char*> Runtime::AllocateDeviceBlock(const MemoryBlockProto& block) {
+  if (env_.device_backend == nullptr || env_.device_backend->type() != block.device().type()) {
+    return absl::UnimplementedError(absl::StrCat(
+        "memory block ", block.id(), " is on device '", block.device().type(), ":", block.device().index(),
+        "', but this runtime has ",
+        env_.device_backend == nullptr ? std::string("no device backend (RuntimeEnv.device_backend)")
+                                       : absl::StrCat("a '", env_.device_backend->type(), "' backend"),
+        "; a CPU-only build runs cpu placements only"));
+  }
+  absl::StatusOr<char*> data = env_.device_backend->Allocate(block.device().index(), block.size_bytes());
+  if (!data.ok()) {
+    return absl::Status(data.status().code(), absl::StrCat("memory block ", block.id(), " (", block.size_bytes(),
+                                                           " bytes on ", block.device().type(), ":",
+                                                           block.device().index(), "): ", data.status().message()));
+  }
+  blocks_.push_back(Block{*data, static_cast<size_t>(block.size_bytes()), block.device().index()});
+  return *data;
+}
+
+int32_t Runtime::DeviceOf(int64_t register_id) const {
+  auto it = device_of_register_.find(register_id);
+  return it == device_of_register_.end() ? -1 : it->second;
+}
+
+absl::Status Runtime::WriteSlot(const RegisterLayout& layout, int32_t buffer, int32_t slot, const Tensor& host) const {
+  Tensor target = layout.View(buffer, slot);
+  if (target.byte_size() != host.byte_size()) {
+    return absl::InternalError(absl::StrCat("writing ", host.byte_size(), " bytes into slot ", slot, " of register '",
+                                            layout.name, "' (", target.byte_size(), " bytes)"));
+  }
+  if (const int32_t device = DeviceOf(layout.id.value()); device >= 0) {
+    return env_.device_backend->CopyToDevice(device, host.raw_data(), static_cast<char*>(target.raw_data()),
+                                             host.byte_size());
+  }
+  if (host.byte_size() > 0) std::memcpy(target.raw_data(), host.raw_data(), host.byte_size());
+  return absl::OkStatus();
+}
+
+absl::StatusOr<Tensor> Runtime::ReadSlot(const RegisterLayout& layout, int32_t buffer, int32_t slot) const {
+  const Tensor view = layout.View(buffer, slot);
+  const int32_t device = DeviceOf(layout.id.value());
+  if (device < 0) return view.Clone();
+  Tensor host(view.desc());
+  RETURN_IF_ERROR(env_.device_backend->CopyToHost(device, static_cast<const char*>(view.raw_data()), host.raw_data(),
+                                                  view.byte_size()));
+  return host;
+}
+
+absl::StatusOr<std::unique_ptr<ActBody>> Runtime::MakeDeviceBody(const TaskProto& task, DeviceTask device_task) const {
+  absl::StatusOr<std::unique_ptr<ActBody>> body = env_.device_backend->MakeBody(std::move(device_task));
+  if (!body.ok()) {
+    return absl::Status(body.status().code(), absl::StrCat("task '", task.name(), "' (id ", task.id(), ") on ",
+                                                           task.device().type(), ":", task.device().index(), ": ",
+                                                           body.status().message()));
+  }
+  return body;
+}
+
+absl::StatusOr<std::unique_ptr<ActBody>> Runtime::MakeDeviceAccumulateBody(const DeviceTask& task,
+                                                                          const std::vector<TensorDesc>& sums) const {
+  DeviceBackend* backend = env_.device_backend;
+  DeviceTask copy = task, add = task;
+  copy.kind = DeviceTask::Kind::kCopy;
+  add.kind = DeviceTask::Kind::kAdd;
+  ASSIGN_OR_RETURN(std::unique_ptr<ActBody> copy_body, backend->MakeBody(std::move(copy)));
+  ASSIGN_OR_RETURN(std::unique_ptr<ActBody> add_body, backend->MakeBody(std::move(add)));
+  std::vector<Tensor> buffers;
+  auto free_all = [&] {
+    for (Tensor& b : buffers) backend->Free(task.device, static_cast<char*>(b.raw_data()));
+  };
+  for (const TensorDesc& desc : sums) {
+    absl::StatusOr<char*> data = backend->Allocate(task.device, std::max<int64_t>(1, desc.byte_size()));
+    if (!data.ok()) {
+      free_all();
+      return absl::Status(data.status().code(), absl::StrCat("the running sum of ACCUMULATE '", task.name, "' (",
+                                                             desc.ToString(), "): ", data.status().message()));
+    }
+    buffers.push_back(Tensor::Borrow(desc, *data));
+  }
+  return std::unique_ptr<ActBody>(std::make_unique<DeviceAccumulateBody>(
+      backend, task.device, std::move(buffers), std::move(copy_body), std::move(add_body)));
+}
+
+}  // namespace actor
+}  // namespace oneflow_like

@@ -1,0 +1,218 @@
+#include "oneflow_like/actor/fake_device_backend.h"
+
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <future>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+
+namespace oneflow_like {
+namespace actor {
+namespace {
+
+size_t PageRound(int64_t bytes) {
+  const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+  const size_t b = static_cast<size_t>(std::max<int64_t>(1, bytes));
+  return (b + page - 1) / page * page;
+}
+
+class FakeBody final : public ActBody {
+ public:
+  FakeBody(FakeDeviceBackend* backend, DeviceTask task) : backend_(backend), task_(std::move(task)) {}
+
+  bool IsAsync() const override { return true; }
+
+  absl::Status Act(ActIo& io) override {  // the synchronous firing rules: enqueue and wait
+    std::promise<absl::Status> done;
+    std::future<absl::Status> result = done.get_future();
+    Start(io, [&done](const absl::Status& s) { done.set_value(s); });
+    return result.get();
+  }
+
+  void Start(ActIo io, std::function<void(const absl::Status&)> finished) override {
+    backend_->CountStart();
+    const bool inputs_on_device = task_.kind != DeviceTask::Kind::kHostToDevice;
+    const bool outputs_on_device = task_.kind != DeviceTask::Kind::kDeviceToHost;
+    std::vector<Tensor> in, out;
+    for (size_t i = 0; i < io.inputs.size(); ++i) {
+      absl::StatusOr<Tensor> t = Side(io.inputs[i], inputs_on_device, "input", i);
+      if (!t.ok()) return finished(t.status());
+      in.push_back(*std::move(t));
+    }
+    for (size_t i = 0; i < io.outputs.size(); ++i) {
+      absl::StatusOr<Tensor> t = Side(io.outputs[i], outputs_on_device, "output", i);
+      if (!t.ok()) return finished(t.status());
+      out.push_back(*std::move(t));
+    }
+    backend_->Enqueue(task_.device, task_.stream,
+                      [this, in = std::move(in), out = std::move(out), finished = std::move(finished)]() mutable {
+                        finished(Run(in, &out));
+                      });
+  }
+
+ private:
+  // A view the stream's work can use: a device tensor's shadow bytes, or the host tensor itself.
+  absl::StatusOr<Tensor> Side(const Tensor& t, bool on_device, const char* what, size_t i) const {
+    if (!on_device) {
+      if (backend_->Shadow(t.raw_data(), t.byte_size()) != nullptr) {
+        return absl::InternalError(absl::StrCat("fake device: task '", task_.name, "' ", what, " ", i,
+                                                " is device memory where host memory was expected"));
+      }
+      return Tensor::Borrow(t.desc(), const_cast<void*>(t.raw_data()));
+    }
+    char* shadow = backend_->Shadow(t.raw_data(), t.byte_size());
+    if (shadow == nullptr && t.byte_size() > 0) {
+      return absl::InternalError(absl::StrCat("fake device: task '", task_.name, "' ", what, " ", i,
+                                              " is not device memory of this backend"));
+    }
+    return Tensor::Borrow(t.desc(), shadow);
+  }
+
+  absl::Status Run(const std::vector<Tensor>& in, std::vector<Tensor>* out) const {
+    switch (task_.kind) {
+      case DeviceTask::Kind::kCompute: {
+        KernelContext ctx{task_.op_name, task_.attrs};
+        for (const Tensor& t : in) ctx.inputs.push_back(&t);
+        for (Tensor& t : *out) ctx.outputs.push_back(&t);
+        ctx.input_shards = task_.input_shards;
+        ctx.output_shards = task_.output_shards;
+        return task_.def->cpu_kernel(ctx);
+      }
+      case DeviceTask::Kind::kAdd:
+        AddTensorInto(in[0], &(*out)[0]);
+        return absl::OkStatus();
+      case DeviceTask::Kind::kCopy:
+      case DeviceTask::Kind::kHostToDevice:
+      case DeviceTask::Kind::kDeviceToHost:
+        for (size_t i = 0; i < in.size(); ++i) CopyTensorData(in[i], &(*out)[i]);
+        return absl::OkStatus();
+    }
+    return absl::InternalError("fake device: unknown body kind");
+  }
+
+  FakeDeviceBackend* backend_;
+  DeviceTask task_;
+};
+
+}  // namespace
+
+FakeDeviceBackend::~FakeDeviceBackend() {
+  for (auto& [key, stream] : streams_) {
+    {
+      std::lock_guard<std::mutex> lock(stream->mu);
+      stream->stop = true;
+    }
+    stream->cv.notify_all();
+    stream->thread.join();
+  }
+  for (auto& [base, a] : allocations_) {
+    munmap(const_cast<char*>(base), a.bytes);
+    munmap(a.shadow, a.bytes);
+  }
+}
+
+absl::StatusOr<char*> FakeDeviceBackend::Allocate(int32_t device, int64_t bytes) {
+  if (device < 0) return absl::InvalidArgumentError(absl::StrCat("fake device: no device ", device));
+  const size_t size = PageRound(bytes);
+  void* base = mmap(nullptr, size, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  void* shadow = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (base == MAP_FAILED || shadow == MAP_FAILED) {
+    if (base != MAP_FAILED) munmap(base, size);
+    if (shadow != MAP_FAILED) munmap(shadow, size);
+    return absl::ResourceExhaustedError(absl::StrCat("fake device ", device, ": cannot map ", bytes, " bytes"));
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  allocations_[static_cast<char*>(base)] = Allocation{static_cast<char*>(shadow), size, device};
+  return static_cast<char*>(base);
+}
+
+void FakeDeviceBackend::Free(int32_t, char* data) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = allocations_.find(data);
+  if (it == allocations_.end()) return;
+  munmap(data, it->second.bytes);
+  munmap(it->second.shadow, it->second.bytes);
+  allocations_.erase(it);
+}
+
+char* FakeDeviceBackend::Shadow(const void* p, int64_t bytes) const {
+  const char* c = static_cast<const char*>(p);
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = allocations_.upper_bound(c);
+  if (it == allocations_.begin()) return nullptr;
+  --it;
+  const size_t offset = static_cast<size_t>(c - it->first);
+  if (c < it->first || offset + static_cast<size_t>(std::max<int64_t>(0, bytes)) > it->second.bytes) return nullptr;
+  return it->second.shadow + offset;
+}
+
+absl::Status FakeDeviceBackend::CopyToDevice(int32_t device, const void* host, char* device_data, int64_t bytes) {
+  char* shadow = Shadow(device_data, bytes);
+  if (shadow == nullptr) {
+    return absl::InternalError(absl::StrCat("fake device ", device, ": CopyToDevice of ", bytes,
+                                            " bytes to an address outside every allocation"));
+  }
+  if (bytes > 0) std::memcpy(shadow, host, static_cast<size_t>(bytes));
+  bytes_to_device_.fetch_add(bytes);
+  return absl::OkStatus();
+}
+
+absl::Status FakeDeviceBackend::CopyToHost(int32_t device, const char* device_data, void* host, int64_t bytes) {
+  const char* shadow = Shadow(device_data, bytes);
+  if (shadow == nullptr) {
+    return absl::InternalError(absl::StrCat("fake device ", device, ": CopyToHost of ", bytes,
+                                            " bytes from an address outside every allocation"));
+  }
+  if (bytes > 0) std::memcpy(host, shadow, static_cast<size_t>(bytes));
+  bytes_to_host_.fetch_add(bytes);
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::unique_ptr<ActBody>> FakeDeviceBackend::MakeBody(DeviceTask task) {
+  if (task.kind == DeviceTask::Kind::kCompute && (task.def == nullptr || !task.def->cpu_kernel)) {
+    return absl::InvalidArgumentError(absl::StrCat("fake device: no kernel for task '", task.name, "'"));
+  }
+  return std::unique_ptr<ActBody>(std::make_unique<FakeBody>(this, std::move(task)));
+}
+
+void FakeDeviceBackend::Enqueue(int32_t device, int32_t stream, std::function<void()> work) {
+  Stream* s = nullptr;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    std::unique_ptr<Stream>& slot = streams_[{device, stream}];
+    if (slot == nullptr) {
+      slot = std::make_unique<Stream>();
+      Stream* raw = slot.get();
+      raw->thread = std::thread([raw] {
+        std::unique_lock<std::mutex> lock(raw->mu);
+        while (true) {
+          raw->cv.wait(lock, [raw] { return raw->stop || !raw->queue.empty(); });
+          if (raw->queue.empty()) return;  // stopped and drained
+          std::function<void()> next = std::move(raw->queue.front());
+          raw->queue.pop_front();
+          lock.unlock();
+          next();
+          lock.lock();
+        }
+      });
+    }
+    s = slot.get();
+  }
+  {
+    std::lock_guard<std::mutex> lock(s->mu);
+    s->queue.push_back(std::move(work));
+  }
+  s->cv.notify_one();
+}
+
+int64_t FakeDeviceBackend::live_allocations() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return static_cast<int64_t>(allocations_.size());
+}
+
+}  // namespace actor
+}  // namespace oneflow_like

@@ -1,0 +1,169 @@
+// `--device=cuda` jobs through the runtime's device paths (actor/device_backend.h) on the fake
+// device (actor/fake_device_backend.h): memory the host cannot touch, stream threads, the CPU
+// kernels. The same job's losses must equal the CPU run's bit for bit (the kernels are the
+// same), with micro-batches (ACCUMULATE on the device) and data parallelism in one process;
+// checkpoints move between cpu and cuda runs both ways. The real CUDA backend runs the same
+// paths with CUDA kernels (actor/cuda, GPU machines only).
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "oneflow_like/actor/fake_device_backend.h"
+#include "oneflow_like/compiler/driver/compile.h"
+#include "oneflow_like/compiler/test_util.h"
+#include "oneflow_like/train/checkpoint.h"
+#include "oneflow_like/train/trainer.h"
+
+namespace oneflow_like {
+namespace train {
+namespace {
+
+const models::GptConfig kTiny{.vocab = 64, .seq_len = 16, .n_layer = 1, .n_embd = 32, .n_head = 2, .batch = 2};
+
+TrainerOptions TinyGpt(int micro_batches = 1) {
+  TrainerOptions o;
+  o.model = Workload::kGpt;
+  o.gpt = kTiny;
+  o.batch = kTiny.batch;
+  o.micro_batches = micro_batches;
+  o.watchdog_ms = 20000;
+  o.intra_op_threads = 1;
+  return o;
+}
+
+std::vector<double> RunSteps(Trainer* trainer, int steps) {
+  std::vector<double> losses;
+  for (int i = 0; i < steps; ++i) {
+    absl::StatusOr<StepResult> r = trainer->RunStep();
+    EXPECT_TRUE(r.ok()) << r.status();
+    if (!r.ok()) break;
+    losses.push_back(r->loss);
+  }
+  return losses;
+}
+
+std::vector<double> Train(const TrainerOptions& options, int steps, const OpRegistry* registry) {
+  absl::StatusOr<std::unique_ptr<Trainer>> trainer = Trainer::Create(options, registry);
+  EXPECT_TRUE(trainer.ok()) << trainer.status();
+  if (!trainer.ok()) return {};
+  std::vector<double> losses = RunSteps(trainer->get(), steps);
+  EXPECT_TRUE((*trainer)->session()->Close().ok());
+  return losses;
+}
+
+class DeviceTrainerTest : public ::testing::Test {
+ protected:
+  TrainerOptions OnFakeCuda(TrainerOptions o) {
+    o.layout.device = DeviceType::kCuda;
+    o.device_backend = &device_;
+    return o;
+  }
+  std::unique_ptr<OpRegistry> registry_ = compiler::testing::BuiltinRegistry();
+  actor::FakeDeviceBackend device_;
+};
+
+TEST_F(DeviceTrainerTest, CudaPlacementsGiveTheCpuLossesBitForBit) {
+  const std::vector<double> cpu = Train(TinyGpt(), 3, registry_.get());
+  const std::vector<double> cuda = Train(OnFakeCuda(TinyGpt()), 3, registry_.get());
+  ASSERT_EQ(cpu.size(), 3u);
+  EXPECT_EQ(cuda, cpu);
+  EXPECT_GT(device_.bodies_started(), 0);   // kernels ran as device bodies
+  EXPECT_GT(device_.bytes_to_device(), 0);  // variables initialized and inputs fed through copies
+  EXPECT_EQ(device_.live_allocations(), 0) << "the runtime frees its device blocks";
+}
+
+TEST_F(DeviceTrainerTest, MicroBatchesAccumulateOnTheDevice) {
+  const std::vector<double> cpu = Train(TinyGpt(/*micro_batches=*/2), 3, registry_.get());
+  const std::vector<double> cuda = Train(OnFakeCuda(TinyGpt(/*micro_batches=*/2)), 3, registry_.get());
+  ASSERT_EQ(cpu.size(), 3u);
+  EXPECT_EQ(cuda, cpu);
+}
+
+TEST_F(DeviceTrainerTest, CheckpointsMoveBetweenCpuAndCuda) {
+  const std::string root = ::testing::TempDir() + "/device_trainer_ck";
+  std::filesystem::remove_all(root);
+  const std::vector<double> straight = Train(TinyGpt(), 4, registry_.get());
+  ASSERT_EQ(straight.size(), 4u);
+  for (bool save_on_cuda : {true, false}) {
+    SCOPED_TRACE(save_on_cuda ? "cuda -> cpu" : "cpu -> cuda");
+    const std::string dir = CheckpointDirName(root + (save_on_cuda ? "/a" : "/b"), 2);
+    {
+      absl::StatusOr<std::unique_ptr<Trainer>> first =
+          Trainer::Create(save_on_cuda ? OnFakeCuda(TinyGpt()) : TinyGpt(), registry_.get());
+      ASSERT_TRUE(first.ok()) << first.status();
+      EXPECT_EQ(RunSteps(first->get(), 2), std::vector<double>(straight.begin(), straight.begin() + 2));
+      ASSERT_TRUE(SaveSession(*(*first)->session(), CheckpointMeta{.step = 1}, dir).ok());
+      ASSERT_TRUE((*first)->session()->Close().ok());
+    }
+    absl::StatusOr<std::unique_ptr<Trainer>> second =
+        Trainer::Create(save_on_cuda ? TinyGpt() : OnFakeCuda(TinyGpt()), registry_.get());
+    ASSERT_TRUE(second.ok()) << second.status();
+    absl::StatusOr<CheckpointMeta> meta = LoadSession((*second)->session(), dir);
+    ASSERT_TRUE(meta.ok()) << meta.status();
+    (*second)->set_next_step(meta->step + 1);
+    EXPECT_EQ(RunSteps(second->get(), 2), std::vector<double>(straight.begin() + 2, straight.end()));
+    ASSERT_TRUE((*second)->session()->Close().ok());
+  }
+  EXPECT_GT(device_.bytes_to_host(), 0);  // the cuda run's variables were read back for saving
+}
+
+TEST_F(DeviceTrainerTest, ACpuTaskOnDeviceMemoryIsRefusedBeforeItRuns) {
+  absl::StatusOr<TrainerJob> job = BuildTrainerJob(OnFakeCuda(TinyGpt()), *registry_);
+  ASSERT_TRUE(job.ok()) << job.status();
+  compiler::CompileOptions compile = CompileOptionsFor(OnFakeCuda(TinyGpt()));
+  absl::StatusOr<PlanProto> plan = compiler::Compile(std::move(*job->graph), compile);
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  std::string moved;
+  for (TaskProto& task : *plan->mutable_rank_plans(0)->mutable_tasks()) {
+    if (task.type() == TaskProto::COMPUTE && task.compute().op_type() == "matmul" && moved.empty()) {
+      task.mutable_device()->set_type("cpu");  // the host would read device memory
+      moved = task.name();
+    }
+  }
+  ASSERT_FALSE(moved.empty());
+  actor::SessionOptions options;
+  options.device_backend = &device_;
+  absl::StatusOr<std::unique_ptr<actor::Session>> session =
+      actor::Session::Create(*plan, registry_.get(), std::move(options));
+  ASSERT_FALSE(session.ok());
+  EXPECT_NE(session.status().message().find(moved), std::string::npos) << session.status();
+  EXPECT_NE(session.status().message().find("is in device 0 memory, but the task reads host memory"),
+            std::string::npos)
+      << session.status();
+}
+
+TEST_F(DeviceTrainerTest, DataParallelCudaSaysItNeedsTheCollectiveLibrary) {
+  TrainerOptions o = OnFakeCuda(TinyGpt());
+  o.layout.dp = 2;
+  absl::StatusOr<std::unique_ptr<Trainer>> t = Trainer::Create(o, registry_.get());
+  ASSERT_EQ(t.status().code(), absl::StatusCode::kUnimplemented) << t.status();
+  EXPECT_NE(t.status().message().find("NCCL"), std::string::npos) << t.status();
+}
+
+TEST(FakeDeviceBackendTest, TheHostCannotTouchDeviceMemory) {
+  actor::FakeDeviceBackend device;
+  absl::StatusOr<char*> p = device.Allocate(0, 64);
+  ASSERT_TRUE(p.ok()) << p.status();
+  const float host[2] = {1.5f, -2.0f};
+  ASSERT_TRUE(device.CopyToDevice(0, host, *p + 8, sizeof(host)).ok());
+  float back[2] = {0, 0};
+  ASSERT_TRUE(device.CopyToHost(0, *p + 8, back, sizeof(back)).ok());
+  EXPECT_EQ(back[1], -2.0f);
+  EXPECT_FALSE(device.CopyToHost(0, *p + 60, back, sizeof(back) * 4096).ok());  // past the allocation
+  EXPECT_DEATH({ volatile char c = **p; (void)c; }, "");                      // a host read faults
+  device.Free(0, *p);
+  EXPECT_EQ(device.live_allocations(), 0);
+}
+
+TEST_F(DeviceTrainerTest, WithoutABackendCudaIsRefusedNamingTheDevice) {
+  TrainerOptions o = TinyGpt();
+  o.layout.device = DeviceType::kCuda;
+  absl::StatusOr<std::unique_ptr<Trainer>> t = Trainer::Create(o, registry_.get());
+  ASSERT_EQ(t.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_NE(t.status().message().find("--device=cuda"), std::string::npos) << t.status();
+}
+
+}  // namespace
+}  // namespace train
+}  // namespace oneflow_like
