@@ -56,7 +56,8 @@ CollectiveBody::CollectiveBody(comm::CollectiveBackend* backend, const Collectiv
   group_size_ = static_cast<int32_t>(group.size());
   const uint64_t channel = static_cast<uint64_t>(params.global_order());
   const std::string tag = absl::StrCat("collective/", channel);
-  connected_ = std::async(std::launch::async, [backend, group, channel, tag]() -> absl::StatusOr<std::shared_ptr<comm::Communicator>> {
+  using Connected = absl::StatusOr<std::shared_ptr<comm::Communicator>>;
+  connected_ = std::async(std::launch::async, [backend, group, channel, tag]() -> Connected {
                  absl::StatusOr<std::unique_ptr<comm::Communicator>> comm = backend->ConnectChannel(group, channel, tag);
                  if (!comm.ok()) return comm.status();
                  return std::shared_ptr<comm::Communicator>(std::move(*comm));

@@ -86,7 +86,9 @@ absl::Status Wait(const std::function<void(CollectiveDone)>& call) {
 }
 
 // Member r's value i on channel c (exact in float: small integers).
-float Value(int r, uint64_t c, int64_t i) { return static_cast<float>((r + 1) * 100 + static_cast<int64_t>(c % 50) + i % 13); }
+float Value(int r, uint64_t c, int64_t i) {
+  return static_cast<float>((r + 1) * 100 + static_cast<int64_t>(c % 50) + i % 13);
+}
 
 // The calls one channel runs in a round: an all-reduce (large enough to stay in flight while
 // the other channels run), an all-gather, a reduce-scatter, a broadcast and a send / recv ring,

@@ -84,7 +84,8 @@ class GlooBackend final : public CollectiveBackend {
     ASSIGN_OR_RETURN(std::shared_ptr<::gloo::Context> context,
                      ConnectContext(absl::StrCat("gloo/", tag, "/", absl::StrJoin(group, ",")), group, me,
                                     absl::StrCat("(tag '", tag, "')")));
-    return Channel(std::make_shared<GlooGroupContext>(std::move(context), group, /*shared=*/false), tag, GlooTagSpace{});
+    auto own = std::make_shared<GlooGroupContext>(std::move(context), group, /*shared=*/false);
+    return Channel(std::move(own), tag, GlooTagSpace{});
   }
 
   absl::StatusOr<std::unique_ptr<Communicator>> ConnectChannel(const std::vector<int32_t>& group, uint64_t channel,
@@ -100,8 +101,9 @@ class GlooBackend final : public CollectiveBackend {
       if (g == nullptr) g = std::make_shared<GroupState>();
       state = g;
       if (!state->channels.insert(channel).second) {
-        return absl::InvalidArgumentError(absl::StrCat("gloo: channel ", channel, " of group [", absl::StrJoin(group, ","),
-                                                       "] is already connected on rank ", rank_, " ", what));
+        return absl::InvalidArgumentError(absl::StrCat("gloo: channel ", channel, " of group [",
+                                                       absl::StrJoin(group, ","), "] is already connected on rank ",
+                                                       rank_, " ", what));
       }
       if (!state->context.valid()) {
         state->context = state->connecting.get_future().share();
