@@ -92,7 +92,9 @@ cublasStatus_t Gemm(cublasHandle_t h, const GemmArgs& g, const MatmulShape& s, c
 template <typename T>
 absl::Status Prepare(cublasHandle_t handle, const MatmulShape& shape, cudaStream_t stream,
                      const MatmulOptions& options) {
-  if (handle == nullptr) return absl::FailedPreconditionError("cuda matmul: no cuBLAS handle (use CublasHandle::Create)");
+  if (handle == nullptr) {
+    return absl::FailedPreconditionError("cuda matmul: no cuBLAS handle (CublasHandle::Create, or the caller's)");
+  }
   if (absl::Status s = CheckIntRange(shape); !s.ok()) return s;
   if (absl::Status s = CublasStatus(cublasSetStream(handle, stream), "cublasSetStream"); !s.ok()) return s;
   const cublasMath_t math = options.allow_tf32 && sizeof(T) == 4 ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH;
@@ -185,10 +187,10 @@ template absl::Status Matmul<float>(const CublasHandle&, const MatmulShape&, dou
                                     cudaStream_t, const MatmulOptions&);
 template absl::Status MatmulBatchSum<float>(const CublasHandle&, const MatmulShape&, double, const float*, const float*,
                                             float*, cudaStream_t, const MatmulOptions&);
-template absl::Status Matmul<double>(const CublasHandle&, const MatmulShape&, double, const double*, const double*, double*,
-                                    cudaStream_t, const MatmulOptions&);
-template absl::Status MatmulBatchSum<double>(const CublasHandle&, const MatmulShape&, double, const double*, const double*,
-                                            double*, cudaStream_t, const MatmulOptions&);
+template absl::Status Matmul<double>(const CublasHandle&, const MatmulShape&, double, const double*, const double*,
+                                     double*, cudaStream_t, const MatmulOptions&);
+template absl::Status MatmulBatchSum<double>(const CublasHandle&, const MatmulShape&, double, const double*,
+                                             const double*, double*, cudaStream_t, const MatmulOptions&);
 template absl::Status Matmul<float>(cublasHandle_t, const MatmulShape&, double, const float*, const float*, float*,
                                     cudaStream_t, const MatmulOptions&);
 template absl::Status MatmulBatchSum<float>(cublasHandle_t, const MatmulShape&, double, const float*, const float*,

@@ -48,7 +48,8 @@ absl::Status CheckArity(const std::string& op, const CudaKernelContext& ctx, int
                         bool variadic_inputs, bool variadic_outputs) {
   const int ni = static_cast<int>(ctx.inputs.size()), no = static_cast<int>(ctx.outputs.size());
   if (variadic_inputs ? ni < 1 : ni != num_inputs) {
-    return OpError(op, ctx, "got ", ni, " inputs, expected ", variadic_inputs ? "at least 1" : absl::StrCat(num_inputs));
+    return OpError(op, ctx, "got ", ni, " inputs, expected ",
+                   variadic_inputs ? "at least 1" : absl::StrCat(num_inputs));
   }
   if (variadic_outputs ? no < 1 : no != num_outputs) {
     return OpError(op, ctx, "got ", no, " outputs, expected ",

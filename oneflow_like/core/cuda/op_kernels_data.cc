@@ -216,7 +216,8 @@ absl::Status FillKernel(const CudaKernelContext& ctx) {
   RETURN_IF_ERROR(CheckArity(op, ctx, 0, 1));
   Tensor& y = *ctx.outputs[0];
   if (y.dtype() != ctx.attrs.Dtype("dtype")) {
-    return OpError(op, ctx, "output ", y.desc().ToString(), " is not of dtype ", DataTypeName(ctx.attrs.Dtype("dtype")));
+    return OpError(op, ctx, "output ", y.desc().ToString(), " is not of dtype ",
+                   DataTypeName(ctx.attrs.Dtype("dtype")));
   }
   return Annotate(op, ctx, Fill(y.dtype(), ctx.attrs.Float("value"), y.raw_data(), y.elem_count(), ctx.stream));
 }

@@ -247,8 +247,8 @@ absl::Status LossKernel(const CudaKernelContext& ctx) {
                    SparseSoftmaxCrossEntropy<T, I>(logits.data<T>(), labels.data<I>(), rows, classes, n,
                                                    loss.data<T>(), workspace, ctx.stream));
       if (workspace != nullptr) {
-        const absl::Status freed =
-            Annotate(op, ctx, CudaStatus(cudaFreeAsync(workspace, ctx.stream), "cudaFreeAsync(cross-entropy workspace)"));
+        const absl::Status freed = Annotate(
+            op, ctx, CudaStatus(cudaFreeAsync(workspace, ctx.stream), "cudaFreeAsync(cross-entropy workspace)"));
         if (run.ok()) return freed;
       }
       return run;

@@ -110,9 +110,8 @@ TEST(CudaKernelTableTest, BadAttrsAndShapesAreInvalidArgument) {
               "axis 2 out of range");
   ExpectFails(RunWithoutData("transpose", {f35}, {{"perm", std::vector<int64_t>{0, 0}}}, {f35}), "transpose",
               "not a permutation");
-  ExpectFails(RunWithoutData("slice", {f35}, {{"begin", std::vector<int64_t>{0, 4}}, {"end", std::vector<int64_t>{3, 2}}},
-                             {f35}),
-              "slice", "out of range");
+  const AttrMap bad_slice = {{"begin", std::vector<int64_t>{0, 4}}, {"end", std::vector<int64_t>{3, 2}}};
+  ExpectFails(RunWithoutData("slice", {f35}, bad_slice, {f35}), "slice", "out of range");
   ExpectFails(RunWithoutData("dropout", {f35}, {{"p", 1.5}}, {f35}), "dropout", "out of range [0, 1)");
   ExpectFails(RunWithoutData("layer_norm", {f35, {DataType::kFloat32, Shape({5})}, {DataType::kFloat32, Shape({5})}},
                              {{"epsilon", -1.0}},
@@ -291,7 +290,9 @@ TEST_F(OpKernelsTest, Elementwise) {
         {Shape({3, 5, 7}), Shape({3, 5, 7})}, {Shape({5, 1, 7}), Shape({3, 1})}, {Shape({4, 6}), Shape({6})},
         {Shape({1}), Shape({2, 3})}};
     for (const auto& [sa, sb] : pairs) {
-      for (const char* op : {"add", "sub", "mul"}) Check(op, {Random(dt, sa), Random(dt, sb)}, {}, Compare::kElementwise);
+      for (const char* op : {"add", "sub", "mul"}) {
+        Check(op, {Random(dt, sa), Random(dt, sb)}, {}, Compare::kElementwise);
+      }
       Check("div", {Random(dt, sa), Random(dt, sb, 0.5, 2.0)}, {}, Compare::kElementwise);
     }
     Check("scalar_add", {Random(dt, Shape({3, 5, 7}))}, {{"value", 0.37}}, Compare::kElementwise);
