@@ -76,8 +76,9 @@
 // register with count 1, piece-rate, not an update, whose producer and consumers are all on
 // the compute stream of one device of this rank gets its offset from the memory planner over its lifetime [producer
 // position, last consumer position] in the rank's linearized schedule (its tasks in id
-// order); every other register is live the whole step and is laid out back to back after the
-// planned region. buffer_bytes = slot bytes rounded up to `alignment`.
+// order); with compute_streams 2, one whose tasks are on stream 0 or 4 of one device and run
+// once per piece, over [acquire(producer), max release] of stream_lifetimes.h; every other
+// register is live the whole step and is laid out back to back after the planned region. buffer_bytes = slot bytes rounded up to `alignment`.
 //
 // Worked example: x[4,3] input S(0) and w[3,2] variable B on cpu:[0,1], y = matmul(x, w) with
 // signature (S(0), B) -> S(0), output(y), N = 1: on each rank r, tasks x.source, w.source,
@@ -151,7 +152,8 @@ struct LowerOptions {
   // Compute streams per device. 2: the ops whose outputs only optimizers read (the weight and
   // bias gradients) run on a second compute stream (4, registers.h) beside the rest of
   // backward, so a layer's weight- and input-gradient GEMMs can run at once on two cores; the
-  // registers such a task reads or writes get no lifetime (live the whole step: more memory).
+  // registers such a task reads or writes get a lifetime on stream 0's axis through what
+  // happens before what (stream_lifetimes.h), else they are live the whole step.
   int32_t compute_streams = 1;
 };
 

@@ -7,6 +7,7 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
+#include "oneflow_like/compiler/lower/stream_lifetimes.h"
 #include "oneflow_like/compiler/plan/memory_planner.h"
 
 namespace oneflow_like {
@@ -17,8 +18,11 @@ namespace {
 int64_t RoundUp(int64_t bytes, int64_t alignment) { return (bytes + alignment - 1) / alignment * alignment; }
 
 bool OnComm(TaskProto::Type type) { return type == TaskProto::TRANSFER || type == TaskProto::COLLECTIVE; }
-// Tasks that are not on the (first) compute stream: a register they touch is live the whole step.
-bool OffCompute(const TaskProto& task) { return task.stream_id() != kComputeStream; }
+// Tasks that are not on the (first) compute stream: a register they touch is live the whole
+// step, unless `side` and they are on the second one (stream_lifetimes.h).
+bool OffCompute(const TaskProto& task, bool side = false) {
+  return task.stream_id() != kComputeStream && !(side && task.stream_id() == kSideComputeStream);
+}
 
 constexpr char kCpuName[] = "cpu";
 
@@ -145,6 +149,11 @@ absl::StatusOr<std::vector<RankMemory>> AssignMemory(int64_t alignment, bool reu
     int64_t persistent_bytes = 0;
   };
   std::map<std::pair<int32_t, DeviceKey>, Pending> pending;
+  // Two compute streams: lifetimes of the registers stream 4 touches on stream 0's axis.
+  const bool side = reuse && std::any_of(builder->tasks().begin(), builder->tasks().end(), [](const TaskInfo& t) {
+    return t.proto.stream_id() == kSideComputeStream;
+  });
+  const StreamLifetimes lifetimes = side ? ComputeStreamLifetimes(*builder, position) : StreamLifetimes{};
   std::map<std::pair<int32_t, DeviceKey>, RankMemory> memory;
   int32_t rank_of_previous = -1, number = 0;
   for (const auto& [key, device] : devices) {  // ascending: rank, then cpu first
@@ -182,15 +191,27 @@ absl::StatusOr<std::vector<RankMemory>> AssignMemory(int64_t alignment, bool reu
     }
     location->set_block_id(ReusableBlock(m.device_number));
     bool precise = reuse && reg.proto.count() == 1 && !reg.step_rate && !reg.held_across_steps &&
-                   !OffCompute(producer_task);
+                   !OffCompute(producer_task, side);
+    bool on_side = producer_task.stream_id() == kSideComputeStream;
     int64_t first = position[producer], last = first;
     for (int64_t c : reg.consumer_tasks) {
       const TaskInfo& consumer = builder->task(c);
       // On another device (a control input pacing a device op by a host register) it is
       // another stream: no order to plan a lifetime by.
-      precise = precise && consumer.proto.rank() == rank && !OffCompute(consumer.proto) &&
+      precise = precise && consumer.proto.rank() == rank && !OffCompute(consumer.proto, side) &&
                 KeyOf(consumer.proto.device()) == KeyOf(producer_task.device());
       if (precise) last = std::max(last, position[builder->TaskIndex(c)]);
+      on_side = on_side || consumer.proto.stream_id() == kSideComputeStream;
+    }
+    if (precise && on_side) {  // on stream 0's axis (stream_lifetimes.h)
+      first = lifetimes.acquire[producer];
+      last = lifetimes.release[producer];
+      precise = first != StreamLifetimes::kNone && last != StreamLifetimes::kNone;
+      for (int64_t c : reg.consumer_tasks) {
+        const int64_t release = lifetimes.release[builder->TaskIndex(c)];
+        precise = precise && release != StreamLifetimes::kNone;
+        last = std::max(last, release);
+      }
     }
     if (precise) {
       p.registers.push_back(static_cast<int64_t>(i));

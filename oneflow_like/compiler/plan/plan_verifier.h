@@ -53,10 +53,13 @@
 //      and its producer and all consumers are on one stream and fire once per piece (the
 //      simulation's counts; no REPEAT holding it, no update back edge): [producer
 //      order_in_stream, last consumer order_in_stream], as the stream runs its tasks in that
-//      order piece after piece. Two registers may share bytes only if both have lifetimes on
-//      the same stream and these are disjoint; a register without a lifetime (count > 1, read
-//      on another stream or rank, step-rate, ...) must have bytes of its own. The doc's warning
-//      is caught: with dy.source on a copy stream, r3 and r6 may no longer share bytes.
+//      order piece after piece. Two registers of one stream may share bytes only if these are
+//      disjoint; registers of different streams (or used on several streams of one device,
+//      count 1, once per piece) only if a chain of register dependencies and stream orders puts
+//      every use of one before the other's write, in the piece and into the next
+//      (plan_memory_order.h); a register without a lifetime (count > 1, read on another rank
+//      or device, step-rate, ...) must have bytes of its own. The doc's warning is caught: with
+//      dy.source on a copy stream, r3 and r6 may no longer share bytes.
 //
 // Example: the 2-rank data-parallel matmul of docs/plan_format.md passes. Dropping rank 1's
 // mirror of register 4 fails with

@@ -161,8 +161,8 @@ TEST(PlanVerifierExampleTest, SharingBytesWithALiveRegisterIsRejected) {
 
 TEST(PlanVerifierExampleTest, SourcesOnACopyStreamForbidTheSharing) {
   // The document's warning: with dy.source on a copy stream, dy (r3) is written on another
-  // stream than it is read, so its lifetime cannot be ordered against r6's and the bytes they
-  // share are rejected.
+  // stream than it is read: nothing makes the source wait for r6's readers before it writes r3
+  // for the next piece, so the bytes they share are rejected.
   PlanProto plan = WorkedExample();
   FindTask(&plan, 4)->set_stream_id(2);
   FindTask(&plan, 4)->set_stream_kind(STREAM_COPY);
@@ -174,8 +174,11 @@ TEST(PlanVerifierExampleTest, SourcesOnACopyStreamForbidTheSharing) {
   EXPECT_EQ(status.code(), absl::StatusCode::kInternal);
   EXPECT_NE(status.message().find(
                 "register 3 '' on rank 0 [192, 256) and register 6 '' on rank 0 [192, 256) share "
-                "bytes of block 1, but their lifetimes cannot be ordered (first: its consumer rank "
-                "0 task 5 'dw.matmul@r0' (COMPUTE) runs on another stream than its producer"),
+                "bytes of block 1 but no chain of register dependencies and stream orders puts every "
+                "use of one before the other's write, in this piece and into the next, either way: "
+                "rank 0 task 7 'dw.all_reduce.add@r0' (BOXING_ADD) (stream cpu:0/0) does not happen "
+                "before rank 0 task 4 'dy.source@r0' (SOURCE) (stream cpu:0/2) writes register 3 '' "
+                "on rank 0 in the next piece"),
             std::string::npos)
       << status;
   // Giving r6 its own bytes fixes it.

@@ -1,6 +1,9 @@
-// Checks 4 (memory layout) and 8 (byte sharing against lifetimes) of plan_verifier.h.
+// Checks 4 (memory layout) and 8 (byte sharing against lifetimes) of plan_verifier.h. Check 8
+// across streams (registers of two streams, or one used on two, sharing bytes) is in
+// plan_memory_order.h.
 #include <algorithm>
 #include <map>
+#include <memory>
 #include <queue>
 #include <tuple>
 #include <vector>
@@ -8,6 +11,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 #include "oneflow_like/compiler/plan/plan_checks.h"
+#include "oneflow_like/compiler/plan/plan_memory_order.h"
 #include "oneflow_like/core/status.h"
 
 namespace oneflow_like {
@@ -187,7 +191,9 @@ using StreamKey = std::tuple<std::string, int32_t, int32_t>;  // device type, in
 // Why a register has no lifetime check 8 can order; kNone when it has one. Kept as data and
 // spelled out (ReasonText) only for an error message, so the success path builds no strings.
 struct Reason {
-  enum Kind { kNone, kCount, kEmitted, kOtherStream, kRepeat, kHolder, kReads } kind = kNone;
+  // kStreams: a lifetime over several streams of one device, which only happens-before orders
+  // (plan_memory_order.h).
+  enum Kind { kNone, kCount, kEmitted, kOtherStream, kRepeat, kHolder, kReads, kStreams } kind = kNone;
   const TaskProto* task = nullptr;  // the consumer concerned (kOtherStream .. kReads)
   int64_t value = 0;                // kCount: the count; kEmitted: the emissions
 };
@@ -203,6 +209,7 @@ std::string ReasonText(const Reason& reason, int64_t steps) {
       return absl::StrCat("its producer emits it ", reason.value, " times in ", steps,
                           " step(s), not once per piece");
     case Reason::kOtherStream:
+    case Reason::kStreams:
       return absl::StrCat("its consumer ", label(), " runs on another stream than its producer");
     case Reason::kRepeat:
       return absl::StrCat(label(), " holds it");
@@ -228,10 +235,10 @@ Reason Lifetime(const PlanIndex& index, const PlanSimulation& simulation, int64_
   const int64_t emitted = count_of(simulation.emitted_by_index, producer->id());
   if (emitted != firings) return Reason{Reason::kEmitted, nullptr, emitted};
   p->first_use = p->last_use = producer->order_in_stream();
+  const TaskProto* other_stream = nullptr;  // the first consumer on another stream of the device
   for (const TaskRefProto& ref : reg.consumers()) {
     const TaskProto* consumer = index.FindTask(ref.task_id());
     if (consumer->rank() != producer->rank() ||
-        consumer->stream_id() != producer->stream_id() ||
         consumer->device().index() != producer->device().index() ||
         consumer->device().type() != producer->device().type()) {
       return Reason{Reason::kOtherStream, consumer};
@@ -241,8 +248,13 @@ Reason Lifetime(const PlanIndex& index, const PlanSimulation& simulation, int64_
     if (count_of(simulation.read_by_index, consumer->id()) != firings) {
       return Reason{Reason::kReads, consumer};
     }
+    if (consumer->stream_id() != producer->stream_id()) {
+      if (other_stream == nullptr) other_stream = consumer;
+      continue;
+    }
     p->last_use = std::max(p->last_use, consumer->order_in_stream());
   }
+  if (other_stream != nullptr) return Reason{Reason::kStreams, other_stream};
   return Reason{};
 }
 
@@ -254,17 +266,28 @@ struct Entry {
   Reason why;           // why there is no lifetime (kNone when it has one)
 };
 
-// Registers of different streams, or without a lifetime, may not share bytes at all. Sweeps
-// by offset keeping the two furthest-reaching entries of distinct classes (a class is a
-// stream, or the entry alone when it has no lifetime).
-absl::Status CheckClasses(int32_t rank, int64_t block, std::vector<const Entry*> entries,
-                          const std::vector<StreamKey>& stream_keys, int64_t steps) {
+// The error for two entries of different classes sharing bytes that cannot be ordered.
+absl::Status ClassError(int32_t rank, int64_t block, const Entry* other, const Entry* e,
+                        const std::vector<StreamKey>& stream_keys, int64_t steps) {
   auto why = [&](const Entry* e) {
     if (e->stream < 0) return ReasonText(e->why, steps);
     const StreamKey& key = stream_keys[e->stream];
     return absl::StrCat("it has a lifetime on stream ", std::get<0>(key), ":", std::get<1>(key),
                         "/", std::get<2>(key));
   };
+  return PlanError(absl::StrCat(
+      Describe(rank, other->placement), " and ", Describe(rank, e->placement),
+      " share bytes of block ", block,
+      ", but their lifetimes cannot be ordered (first: ", why(other), "; second: ", why(e),
+      "); only registers with count 1 whose producer "
+      "and consumers run once per piece on one stream may share bytes"));
+}
+
+// Registers of different classes (a class is a stream, or the entry alone when it has no
+// lifetime on one stream) sharing bytes: the first such pair (an error naming it), if any.
+// Sweeps by offset keeping the two furthest-reaching entries of distinct classes.
+absl::Status CheckClasses(int32_t rank, int64_t block, std::vector<const Entry*> entries,
+                          const std::vector<StreamKey>& stream_keys, int64_t steps) {
   std::stable_sort(entries.begin(), entries.end(), [](const Entry* a, const Entry* b) {
     return a->placement.begin < b->placement.begin;
   });
@@ -275,12 +298,7 @@ absl::Status CheckClasses(int32_t rank, int64_t block, std::vector<const Entry*>
     const int64_t cls = class_of(e);
     const Entry* other = first != nullptr && class_of(first) != cls ? first : second;
     if (other != nullptr && other->placement.end > e->placement.begin) {
-      return PlanError(absl::StrCat(
-          Describe(rank, other->placement), " and ", Describe(rank, e->placement),
-          " share bytes of block ", block,
-          ", but their lifetimes cannot be ordered (first: ", why(other), "; second: ", why(e),
-          "); only registers with count 1 whose producer "
-          "and consumers run once per piece on one stream may share bytes"));
+      return ClassError(rank, block, other, e, stream_keys, steps);
     }
     if (first == nullptr || class_of(first) == cls) {
       if (first == nullptr || e->placement.end > first->placement.end) first = e;
@@ -368,8 +386,25 @@ absl::Status CheckMemoryReuse(const PlanIndex& index, const PlanSimulation& simu
       by_block[block].push_back(&entry);
       if (entry.stream >= 0) by_stream[{block, entry.stream}].push_back(&entry.placement);
     }
+    std::unique_ptr<PieceOrder> order;  // built for the first block sharing across classes
     for (auto& [block, list] : by_block) {
-      RETURN_IF_ERROR(CheckClasses(rank, block, list, stream_keys, steps));
+      if (CheckClasses(rank, block, list, stream_keys, steps).ok()) continue;
+      // Registers of different streams (or used on several) share bytes: every such pair must
+      // be ordered by what happens before what.
+      if (order == nullptr) order = std::make_unique<PieceOrder>(index, simulation, steps, rank_plan);
+      std::vector<SharedBytes> shared;
+      shared.reserve(list.size());
+      for (size_t i = 0; i < list.size(); ++i) {
+        const Entry* e = list[i];
+        const bool orderable = e->why.kind == Reason::kNone || e->why.kind == Reason::kStreams;
+        shared.push_back({e->placement.reg, e->placement.begin, e->placement.end, e->cls, orderable,
+                          static_cast<int64_t>(i)});
+      }
+      RETURN_IF_ERROR(CheckOrderedSharing(*order, index, rank, block, std::move(shared),
+                                          [&](const SharedBytes& a, const SharedBytes& b) {
+                                            return ClassError(rank, block, list[a.tag], list[b.tag], stream_keys,
+                                                              steps);
+                                          }));
     }
     for (auto& [key, list] : by_stream) {
       RETURN_IF_ERROR(CheckLifetimes(rank, key.first, std::get<2>(stream_keys[key.second]), list));
