@@ -37,6 +37,7 @@ if [ ${#targets[@]} -eq 0 ]; then
     //oneflow_like/core/cuda:cuda_device_test
     //oneflow_like/core/cuda:cuda_kernels_test
     //oneflow_like/comm:nccl_collective_test
+    //oneflow_like/train:cuda_trainer_test
   )
 fi
 bench_targets=(//oneflow_like/core/cuda:cuda_kernel_bench)

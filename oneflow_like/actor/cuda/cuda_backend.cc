@@ -1,0 +1,198 @@
+#include "oneflow_like/actor/cuda/cuda_backend.h"
+
+#include <cublas_v2.h>
+#include <cuda_runtime_api.h>
+
+#include <future>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "oneflow_like/core/cuda/copy_kernels.h"
+#include "oneflow_like/core/cuda/cuda_status.h"
+#include "oneflow_like/core/cuda/elementwise_kernels.h"
+
+namespace oneflow_like {
+namespace actor {
+namespace {
+
+// The host function after a body's work: reports to the actor (posts a message; no CUDA calls).
+struct Completion {
+  std::function<void(const absl::Status&)> finished;
+};
+void CUDART_CB OnStreamDone(void* data) {
+  std::unique_ptr<Completion> done(static_cast<Completion*>(data));
+  done->finished(absl::OkStatus());
+}
+
+template <typename T>
+absl::Status AddInto(const Tensor& in, Tensor* out, cudaStream_t stream) {
+  const std::vector<int64_t> dims = out->shape().dims();
+  return cuda::BroadcastBinary<T>(cuda::BinaryOp::kAdd, static_cast<const T*>(out->raw_data()), dims,
+                                  static_cast<const T*>(in.raw_data()), dims, static_cast<T*>(out->raw_data()), stream);
+}
+
+class CudaBody final : public ActBody {
+ public:
+  CudaBody(CudaBackend* backend, DeviceTask task, const cuda::CudaKernelFn* kernel)
+      : backend_(backend), task_(std::move(task)), kernel_(kernel) {}
+
+  bool IsAsync() const override { return true; }
+
+  absl::Status Act(ActIo& io) override {
+    std::promise<absl::Status> done;
+    std::future<absl::Status> result = done.get_future();
+    Start(io, [&done](const absl::Status& s) { done.set_value(s); });
+    return result.get();
+  }
+
+  void Start(ActIo io, std::function<void(const absl::Status&)> finished) override {
+    absl::StatusOr<CudaBackend::Stream*> stream = backend_->StreamFor(task_.device, task_.stream);
+    if (!stream.ok()) return finished(Named(stream.status()));
+    if (absl::Status s = Enqueue(io, **stream); !s.ok()) return finished(Named(s));
+    auto* completion = new Completion{std::move(finished)};
+    const cudaError_t launched = cudaLaunchHostFunc((*stream)->stream.get(), OnStreamDone, completion);
+    if (launched != cudaSuccess) {
+      std::unique_ptr<Completion> owned(completion);
+      owned->finished(Named(cuda::CudaStatus(launched, "cudaLaunchHostFunc")));
+    }
+  }
+
+ private:
+  absl::Status Named(const absl::Status& s) const {
+    return absl::Status(s.code(), absl::StrCat("cuda:", task_.device, " stream ", task_.stream, ", task '", task_.name,
+                                               "': ", s.message()));
+  }
+
+  absl::Status Enqueue(ActIo& io, CudaBackend::Stream& stream) {
+    cudaStream_t s = stream.stream.get();
+    switch (task_.kind) {
+      case DeviceTask::Kind::kCompute: {
+        cuda::CudaKernelContext ctx{task_.op_name, task_.attrs};
+        for (const Tensor& t : io.inputs) ctx.inputs.push_back(&t);
+        for (Tensor& t : io.outputs) ctx.outputs.push_back(&t);
+        ctx.input_shards = task_.input_shards;
+        ctx.output_shards = task_.output_shards;
+        ctx.stream = s;
+        ctx.cublas = stream.cublas.get();
+        return (*kernel_)(ctx);
+      }
+      case DeviceTask::Kind::kAdd: {
+        Tensor& out = io.outputs[0];
+        if (out.dtype() == DataType::kFloat32) return AddInto<float>(io.inputs[0], &out, s);
+        if (out.dtype() == DataType::kFloat64) return AddInto<double>(io.inputs[0], &out, s);
+        return absl::InvalidArgumentError(
+            absl::StrCat("sums of ", DataTypeName(out.dtype()), " are not supported on cuda (float32, float64)"));
+      }
+      case DeviceTask::Kind::kCopy:
+      case DeviceTask::Kind::kHostToDevice:
+      case DeviceTask::Kind::kDeviceToHost: {
+        const cudaMemcpyKind kind = task_.kind == DeviceTask::Kind::kCopy           ? cudaMemcpyDeviceToDevice
+                                    : task_.kind == DeviceTask::Kind::kHostToDevice ? cudaMemcpyHostToDevice
+                                                                                    : cudaMemcpyDeviceToHost;
+        for (size_t i = 0; i < io.inputs.size(); ++i) {
+          if (io.inputs[i].raw_data() == io.outputs[i].raw_data() || io.inputs[i].byte_size() == 0) continue;
+          RETURN_IF_ERROR(cuda::CudaStatus(cudaMemcpyAsync(io.outputs[i].raw_data(), io.inputs[i].raw_data(),
+                                                           static_cast<size_t>(io.inputs[i].byte_size()), kind, s),
+                                           "cudaMemcpyAsync"));
+        }
+        return absl::OkStatus();
+      }
+    }
+    return absl::InternalError("unknown device body kind");
+  }
+
+  CudaBackend* backend_;
+  DeviceTask task_;
+  const cuda::CudaKernelFn* kernel_;  // kCompute only; owned by the backend's table
+};
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<CudaBackend>> CudaBackend::Create(int32_t device_offset) {
+  ASSIGN_OR_RETURN(int count, cuda::DeviceCount());
+  if (count <= device_offset) {
+    return absl::UnavailableError(
+        absl::StrCat("cuda: ", count, " device(s) visible; device offset ", device_offset, " needs more"));
+  }
+  std::unique_ptr<CudaBackend> backend(new CudaBackend(device_offset));
+  backend->device_count_ = count;
+  RETURN_IF_ERROR(cuda::AddCudaKernels(&backend->kernels_));
+  return backend;
+}
+
+CudaBackend::~CudaBackend() {
+  for (auto& [key, stream] : streams_) {
+    if (Use(key.first).ok()) (void)stream->stream.Synchronize();
+  }
+  streams_.clear();  // handles and streams before the process tears CUDA down
+}
+
+absl::Status CudaBackend::Use(int32_t device) const {
+  if (device < 0 || device + device_offset_ >= device_count_) {
+    return absl::InvalidArgumentError(absl::StrCat("cuda:", device, " (+ offset ", device_offset_, ") but ",
+                                                   device_count_, " device(s) are visible"));
+  }
+  return cuda::UseDevice(device + device_offset_);
+}
+
+absl::StatusOr<CudaBackend::Stream*> CudaBackend::StreamFor(int32_t device, int32_t stream_id) {
+  RETURN_IF_ERROR(Use(device));
+  std::lock_guard<std::mutex> lock(mu_);
+  std::unique_ptr<Stream>& slot = streams_[{device, stream_id}];
+  if (slot == nullptr) {
+    ASSIGN_OR_RETURN(cuda::CudaStream stream, cuda::CudaStream::Create());
+    ASSIGN_OR_RETURN(cuda::CublasHandle cublas, cuda::CublasHandle::Create());
+    const cublasStatus_t bound = cublasSetStream(cublas.get(), stream.get());
+    if (bound != CUBLAS_STATUS_SUCCESS) {
+      return absl::InternalError(absl::StrCat("cublasSetStream failed with status ", static_cast<int>(bound)));
+    }
+    slot = std::make_unique<Stream>(Stream{std::move(stream), std::move(cublas)});
+  }
+  return slot.get();
+}
+
+absl::StatusOr<char*> CudaBackend::Allocate(int32_t device, int64_t bytes) {
+  RETURN_IF_ERROR(Use(device));
+  void* data = nullptr;
+  const size_t size = static_cast<size_t>(std::max<int64_t>(1, bytes));
+  RETURN_IF_ERROR(cuda::CudaStatus(cudaMalloc(&data, size), "cudaMalloc"));
+  if (absl::Status zeroed = cuda::CudaStatus(cudaMemset(data, 0, size), "cudaMemset"); !zeroed.ok()) {
+    cudaFree(data);
+    return zeroed;
+  }
+  return static_cast<char*>(data);
+}
+
+void CudaBackend::Free(int32_t device, char* data) {
+  if (Use(device).ok()) cudaFree(data);
+}
+
+absl::Status CudaBackend::CopyToDevice(int32_t device, const void* host, char* device_data, int64_t bytes) {
+  RETURN_IF_ERROR(Use(device));
+  if (bytes <= 0) return absl::OkStatus();
+  return cuda::CudaStatus(cudaMemcpy(device_data, host, static_cast<size_t>(bytes), cudaMemcpyHostToDevice),
+                          "cudaMemcpy (host to device)");
+}
+
+absl::Status CudaBackend::CopyToHost(int32_t device, const char* device_data, void* host, int64_t bytes) {
+  RETURN_IF_ERROR(Use(device));
+  if (bytes <= 0) return absl::OkStatus();
+  return cuda::CudaStatus(cudaMemcpy(host, device_data, static_cast<size_t>(bytes), cudaMemcpyDeviceToHost),
+                          "cudaMemcpy (device to host)");
+}
+
+absl::StatusOr<std::unique_ptr<ActBody>> CudaBackend::MakeBody(DeviceTask task) {
+  RETURN_IF_ERROR(Use(task.device));
+  const cuda::CudaKernelFn* kernel = nullptr;
+  if (task.kind == DeviceTask::Kind::kCompute) {
+    const std::string op_type = task.def != nullptr ? task.def->name : "";
+    kernel = kernels_.Find(op_type);
+    if (kernel == nullptr) {
+      return absl::InvalidArgumentError(absl::StrCat("op '", op_type, "' has no CUDA kernel (core/cuda/op_kernels.h)"));
+    }
+  }
+  return std::unique_ptr<ActBody>(std::make_unique<CudaBody>(this, std::move(task), kernel));
+}
+
+}  // namespace actor
+}  // namespace oneflow_like

@@ -1,0 +1,76 @@
+// CudaBackend: the DeviceBackend (actor/device_backend.h) of `cuda` placements on NVIDIA GPUs.
+// Built only with the CUDA toolkit (tagged "manual"; oltrain_cuda links it), run where a GPU is
+// visible.
+//
+//   ASSIGN_OR_RETURN(std::unique_ptr<CudaBackend> cuda, CudaBackend::Create());  // Unavailable: no GPU
+//   options.device_backend = cuda.get();   // TrainerOptions / SessionOptions / RuntimeEnv
+//
+// Mapping (device_backend.h has the contract):
+//   Allocate       cudaMalloc + cudaMemset (one allocation per planned block, so the peak device
+//                  memory is the plan's); Free = cudaFree
+//   CopyToDevice   cudaMemcpy (synchronous; the runtime calls it only on idle buffers)
+//   streams        one non-blocking cudaStream_t (and one cuBLAS handle bound to it) per
+//                  (device, TaskProto.stream_id), created on first use
+//   bodies         Start enqueues on the stream (kernels from core/cuda/op_kernels.h' table,
+//                  cudaMemcpyAsync for copies, a broadcast add for sums) and then a host
+//                  function (cudaLaunchHostFunc) that calls `finished`: the actor thread never
+//                  waits for the GPU; Act (REPEAT, ACCUMULATE, holders) waits for the stream
+// Devices: placements' DeviceProto.index is the device within the process (one process per GPU:
+// olrun's LOCAL_RANK picks it through CUDA_VISIBLE_DEVICES or `device_offset`).
+// Errors: a launch failure fails the act, naming the task and the CUDA call; a fault inside a
+// kernel surfaces at the next synchronizing call (Act, CopyToHost) with CUDA's message. Known
+// limit: after a fault the host function of a stream may not run, so an asynchronous act can
+// stay in flight; the session's watchdog then ends the job naming the stuck actor.
+#ifndef ONEFLOW_LIKE_ACTOR_CUDA_CUDA_BACKEND_H_
+#define ONEFLOW_LIKE_ACTOR_CUDA_CUDA_BACKEND_H_
+
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <utility>
+
+#include "oneflow_like/actor/device_backend.h"
+#include "oneflow_like/core/cuda/cuda_device.h"
+#include "oneflow_like/core/cuda/matmul_kernels.h"
+#include "oneflow_like/core/cuda/op_kernels.h"
+
+namespace oneflow_like {
+namespace actor {
+
+class CudaBackend final : public DeviceBackend {
+ public:
+  // Unavailable (CUDA's message) when no GPU is visible; `device_offset` is added to every
+  // placement device index (the process's GPU when several processes share a node).
+  static absl::StatusOr<std::unique_ptr<CudaBackend>> Create(int32_t device_offset = 0);
+  ~CudaBackend() override;
+
+  std::string type() const override { return "cuda"; }
+  absl::StatusOr<char*> Allocate(int32_t device, int64_t bytes) override;
+  void Free(int32_t device, char* data) override;
+  absl::Status CopyToDevice(int32_t device, const void* host, char* device_data, int64_t bytes) override;
+  absl::Status CopyToHost(int32_t device, const char* device_data, void* host, int64_t bytes) override;
+  absl::StatusOr<std::unique_ptr<ActBody>> MakeBody(DeviceTask task) override;
+
+  struct Stream {
+    cuda::CudaStream stream;
+    cuda::CublasHandle cublas;
+  };
+  // The stream of (device, stream_id), created on first use; selects the device on this thread.
+  absl::StatusOr<Stream*> StreamFor(int32_t device, int32_t stream_id);
+  absl::Status Use(int32_t device) const;  // cudaSetDevice(device + offset) on this thread
+  const cuda::CudaKernelTable& kernels() const { return kernels_; }
+
+ private:
+  explicit CudaBackend(int32_t device_offset) : device_offset_(device_offset) {}
+  int32_t device_offset_ = 0;
+  int device_count_ = 0;
+  cuda::CudaKernelTable kernels_;
+  std::mutex mu_;
+  std::map<std::pair<int32_t, int32_t>, std::unique_ptr<Stream>> streams_;
+};
+
+}  // namespace actor
+}  // namespace oneflow_like
+
+#endif  // ONEFLOW_LIKE_ACTOR_CUDA_CUDA_BACKEND_H_

@@ -1,0 +1,110 @@
+// `--device=cuda` training on a real GPU (actor/cuda/cuda_backend.h) against the CPU run of the
+// same job: losses within a float32 tolerance (the CUDA kernels sum in other orders), with
+// micro-batches (ACCUMULATE on the device) and a checkpoint saved on the GPU and loaded on the
+// CPU. Skips, naming CUDA's reason, where no GPU is visible (built manual, run by
+// tools/gpu/run_checks.sh on a GPU machine).
+#include <cmath>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "oneflow_like/actor/cuda/cuda_backend.h"
+#include "oneflow_like/compiler/test_util.h"
+#include "oneflow_like/train/checkpoint.h"
+#include "oneflow_like/train/trainer.h"
+
+namespace oneflow_like {
+namespace train {
+namespace {
+
+const models::GptConfig kSmall{.vocab = 128, .seq_len = 32, .n_layer = 2, .n_embd = 64, .n_head = 4, .batch = 4};
+
+TrainerOptions SmallGpt(int micro_batches) {
+  TrainerOptions o;
+  o.model = Workload::kGpt;
+  o.gpt = kSmall;
+  o.batch = kSmall.batch;
+  o.micro_batches = micro_batches;
+  o.watchdog_ms = 60000;
+  o.intra_op_threads = 1;
+  return o;
+}
+
+std::vector<double> RunSteps(Trainer* trainer, int steps) {
+  std::vector<double> losses;
+  for (int i = 0; i < steps; ++i) {
+    absl::StatusOr<StepResult> r = trainer->RunStep();
+    EXPECT_TRUE(r.ok()) << r.status();
+    if (!r.ok()) break;
+    losses.push_back(r->loss);
+  }
+  return losses;
+}
+
+class CudaTrainerTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    absl::StatusOr<std::unique_ptr<actor::CudaBackend>> cuda = actor::CudaBackend::Create();
+    if (!cuda.ok()) GTEST_SKIP() << "no CUDA device: " << cuda.status().message();
+    cuda_ = *std::move(cuda);
+  }
+  std::vector<double> Train(TrainerOptions o, bool on_cuda, int steps) {
+    if (on_cuda) {
+      o.layout.device = DeviceType::kCuda;
+      o.device_backend = cuda_.get();
+    }
+    absl::StatusOr<std::unique_ptr<Trainer>> t = Trainer::Create(o, registry_.get());
+    EXPECT_TRUE(t.ok()) << t.status();
+    if (!t.ok()) return {};
+    std::vector<double> losses = RunSteps(t->get(), steps);
+    EXPECT_TRUE((*t)->session()->Close().ok());
+    return losses;
+  }
+  static void ExpectClose(const std::vector<double>& cuda, const std::vector<double>& cpu) {
+    ASSERT_EQ(cuda.size(), cpu.size());
+    for (size_t i = 0; i < cpu.size(); ++i) {
+      EXPECT_NEAR(cuda[i], cpu[i], 1e-4 * std::max(1.0, std::abs(cpu[i]))) << "step " << i;
+    }
+  }
+  std::unique_ptr<OpRegistry> registry_ = compiler::testing::BuiltinRegistry();
+  std::unique_ptr<actor::CudaBackend> cuda_;
+};
+
+TEST_F(CudaTrainerTest, GptLossesMatchTheCpuRun) {
+  const std::vector<double> cpu = Train(SmallGpt(1), false, 5);
+  ASSERT_EQ(cpu.size(), 5u);
+  ExpectClose(Train(SmallGpt(1), true, 5), cpu);
+}
+
+TEST_F(CudaTrainerTest, MicroBatchesMatchTheCpuRun) {
+  const std::vector<double> cpu = Train(SmallGpt(2), false, 4);
+  ASSERT_EQ(cpu.size(), 4u);
+  ExpectClose(Train(SmallGpt(2), true, 4), cpu);
+}
+
+TEST_F(CudaTrainerTest, ACheckpointSavedOnTheGpuResumesOnTheCpu) {
+  const std::vector<double> straight = Train(SmallGpt(1), false, 4);
+  const std::string dir = CheckpointDirName(::testing::TempDir() + "/cuda_trainer_ck", 1);
+  std::filesystem::remove_all(::testing::TempDir() + "/cuda_trainer_ck");
+  {
+    TrainerOptions o = SmallGpt(1);
+    o.layout.device = DeviceType::kCuda;
+    o.device_backend = cuda_.get();
+    absl::StatusOr<std::unique_ptr<Trainer>> gpu = Trainer::Create(o, registry_.get());
+    ASSERT_TRUE(gpu.ok()) << gpu.status();
+    RunSteps(gpu->get(), 2);
+    ASSERT_TRUE(SaveSession(*(*gpu)->session(), CheckpointMeta{.step = 1}, dir).ok());
+    ASSERT_TRUE((*gpu)->session()->Close().ok());
+  }
+  absl::StatusOr<std::unique_ptr<Trainer>> cpu = Trainer::Create(SmallGpt(1), registry_.get());
+  ASSERT_TRUE(cpu.ok()) << cpu.status();
+  ASSERT_TRUE(LoadSession((*cpu)->session(), dir).ok());
+  (*cpu)->set_next_step(2);
+  ExpectClose(RunSteps(cpu->get(), 2), std::vector<double>(straight.begin() + 2, straight.end()));
+  ASSERT_TRUE((*cpu)->session()->Close().ok());
+}
+
+}  // namespace
+}  // namespace train
+}  // namespace oneflow_like

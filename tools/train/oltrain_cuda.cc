@@ -1,0 +1,21 @@
+// oltrain_cuda: oltrain with the CUDA backend (actor/cuda/cuda_backend.h), so `--device=cuda`
+// jobs run on the GPUs; cpu jobs run as with oltrain. Built with the CUDA toolkit only:
+//   tools/bazel.sh build -c opt //tools/train:oltrain_cuda     (tagged manual)
+// The process's GPU: OL_CUDA_DEVICE, else LOCAL_RANK (olrun sets it: one process per GPU), else 0.
+// Without a visible GPU a cuda job fails naming CUDA's reason; cpu jobs are unaffected.
+#include <cstdlib>
+#include <iostream>
+#include <memory>
+
+#include "oneflow_like/actor/cuda/cuda_backend.h"
+#include "tools/train/oltrain_main.h"
+
+int main(int argc, char** argv) {
+  const char* chosen = std::getenv("OL_CUDA_DEVICE");
+  if (chosen == nullptr) chosen = std::getenv("LOCAL_RANK");
+  const int device = chosen != nullptr ? std::atoi(chosen) : 0;
+  absl::StatusOr<std::unique_ptr<oneflow_like::actor::CudaBackend>> cuda =
+      oneflow_like::actor::CudaBackend::Create(device);
+  if (!cuda.ok()) std::cerr << "oltrain_cuda: no CUDA backend (" << cuda.status().message() << "); cpu jobs only\n";
+  return oneflow_like::OltrainMain(argc, argv, cuda.ok() ? cuda->get() : nullptr);
+}

@@ -1,0 +1,16 @@
+// oltrain's main, shared by the CPU binary (oltrain) and the CUDA build's (oltrain_cuda), which
+// differ only in the device backend they hand the trainer (actor/device_backend.h).
+#ifndef TOOLS_TRAIN_OLTRAIN_MAIN_H_
+#define TOOLS_TRAIN_OLTRAIN_MAIN_H_
+
+#include "oneflow_like/actor/device_backend.h"
+
+namespace oneflow_like {
+
+// Parses the flags (or --config), then trains in this process or as one rank of an olrun job.
+// `device_backend`: runs `--device=cuda` placements; null: cpu only. Returns the exit code.
+int OltrainMain(int argc, char** argv, actor::DeviceBackend* device_backend);
+
+}  // namespace oneflow_like
+
+#endif  // TOOLS_TRAIN_OLTRAIN_MAIN_H_
