@@ -41,15 +41,21 @@ if [ ${#targets[@]} -eq 0 ]; then
   )
 fi
 bench_targets=(//oneflow_like/core/cuda:cuda_kernel_bench)
+# Binaries the benchmarks run (the pack's tools/), and bench scripts copied into bench/.
+tool_targets=(//tools/train:oltrain_cuda)
+bench_scripts=(tools/gpu/gpt_step_bench.sh)
 
 if [ "$build" = 1 ]; then
-  bash tools/bazel.sh build "${targets[@]}" "${bench_targets[@]}" --color=no --curses=no --symlink_prefix=/
+  bash tools/bazel.sh build "${targets[@]}" "${bench_targets[@]}" "${tool_targets[@]}" --color=no --curses=no \
+    --symlink_prefix=/
 fi
 bin_dir="$(bash tools/bazel.sh info bazel-bin 2>/dev/null)"
 
 stage="$(mktemp -d)"
 trap 'rm -rf "$stage"' EXIT
-mkdir -p "$stage/gpu_pack/bin" "$stage/gpu_pack/bench" "$stage/gpu_pack/lib" "$stage/gpu_pack/lib-compat"
+mkdir -p "$stage/gpu_pack/bin" "$stage/gpu_pack/bench" "$stage/gpu_pack/tools" "$stage/gpu_pack/lib" \
+  "$stage/gpu_pack/lib-compat"
+for s in "${bench_scripts[@]}"; do cp "$s" "$stage/gpu_pack/bench/"; done
 
 # Libraries the GPU machine provides itself (glibc, the driver, the big CUDA libraries).
 system_lib() {
@@ -60,11 +66,12 @@ system_lib() {
   return 1
 }
 
-for t in "${targets[@]}" "${bench_targets[@]}"; do
+for t in "${targets[@]}" "${bench_targets[@]}" "${tool_targets[@]}"; do
   pkg="${t#//}"; pkg="${pkg%%:*}"; name="${t##*:}"
   src="$bin_dir/$pkg/$name"
   [ -x "$src" ] || { echo "pack.sh: $src is missing (build $t first)" >&2; exit 1; }
   case " ${bench_targets[*]} " in *" $t "*) kind=bench ;; *) kind=bin ;; esac
+  case " ${tool_targets[*]} " in *" $t "*) kind=tools ;; esac
   cp "$src" "$stage/gpu_pack/$kind/$name"
   chmod u+w "$stage/gpu_pack/$kind/$name"
   strip --strip-debug "$stage/gpu_pack/$kind/$name"

@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# The GPT training step on one GPU: oltrain_cuda (--device=cuda) next to PyTorch eager on CUDA
+# (tools/gpu/torch_gpt_cuda.py, the same model, float32, TF32 off, AdamW), in the same run.
+# Prints a markdown table: ms per step, tokens/s, matmul TFLOP/s and its fraction of the H100's
+# FP32 peak (67 TFLOP/s, SXM datasheet; no TF32 on either side), and ours / PyTorch.
+# Run by run_checks.sh --bench on a GPU machine (copied into the pack's bench/ by pack.sh, with
+# oltrain_cuda in the pack's tools/); from the repository root. Exits 0 without a GPU.
+#   DIMS="--vocab=8192 --seq_len=512 --n_layer=12 --n_embd=768 --n_head=12 --batch=8" bash gpt_step_bench.sh
+set -uo pipefail
+pack="$(cd "$(dirname "$0")/.." && pwd)"
+oltrain="${OLTRAIN_CUDA:-$pack/tools/oltrain_cuda}"
+dims="${DIMS:---vocab=8192 --seq_len=512 --n_layer=12 --n_embd=768 --n_head=12 --batch=8}"
+peak_tflops=67
+if ! nvidia-smi -L >/dev/null 2>&1; then echo "gpt_step_bench: no GPU visible; skipped"; exit 0; fi
+[ -x "$oltrain" ] || { echo "gpt_step_bench: $oltrain missing (pack.sh carries it)"; exit 0; }
+ours="$("$oltrain" --model=gpt --device=cuda $dims --steps=30 --warmup=5 2>&1 | tee /dev/stderr | grep RESULT | tail -1)"
+peer_args="$(echo "$dims" | sed 's/=/ /g')"
+peer="$(python3 tools/gpu/torch_gpt_cuda.py $peer_args 2>&1 | tee /dev/stderr | grep RESULT | tail -1)"
+ours_ms="$(echo "$ours" | sed -n 's/.*median_ms_per_step=\([0-9.]*\).*/\1/p')"
+peer_ms="$(echo "$peer" | sed -n 's/.*ms_per_step=\([0-9.]*\).*/\1/p')"
+gflop="$(echo "$peer" | sed -n 's/.*gemm_gflop_per_step=\([0-9.]*\).*/\1/p')"
+tokens="$(echo "$dims" | sed -n 's/.*--seq_len=\([0-9]*\).*--batch=\([0-9]*\).*/\1 \2/p' | awk '{print $1 * $2}')"
+echo
+echo "GPT step on $(nvidia-smi --query-gpu=name --format=csv,noheader | head -1): $dims"
+echo "| runner | ms/step | tokens/s | matmul TFLOP/s | of FP32 peak ($peak_tflops) |"
+echo "|---|---|---|---|---|"
+row() {
+  awk -v n="$1" -v ms="$2" -v g="$3" -v t="$4" -v p="$peak_tflops" 'BEGIN {
+    if (ms == "" || ms <= 0) { printf "| %s | failed | | | |\n", n; exit }
+    tf = g / ms; printf "| %s | %.2f | %.0f | %.2f | %.1f%% |\n", n, ms, t / (ms / 1e3), tf, 100 * tf / p }'
+}
+row "oneflow_like (oltrain_cuda)" "$ours_ms" "$gflop" "$tokens"
+row "PyTorch eager" "$peer_ms" "$gflop" "$tokens"
+awk -v a="$ours_ms" -v b="$peer_ms" 'BEGIN { if (a > 0 && b > 0) printf "ours / PyTorch (time): %.2f\n", a / b }'
