@@ -108,6 +108,59 @@ TEST_F(DeviceTrainerTest, CheckpointsMoveBetweenCpuAndCuda) {
   EXPECT_GT(device_.bytes_to_host(), 0);  // the cuda run's variables were read back for saving
 }
 
+// Host data feeding a cuda model: x and the labels reach the device through host -> device
+// COPY tasks, the loss comes back through a device -> host COPY (compiler/driver's
+// device_copy_compile_test checks the plan); the losses equal the all-cpu job's.
+std::vector<float> HostDataLosses(const std::string& model_device, const OpRegistry& registry,
+                                  actor::DeviceBackend* backend) {
+  const std::string text =
+      "config(name=\"host_data\", seed=5)\n"
+      "x = input(shape=[8,16]) placement=cpu:[0]\n"
+      "label = input(shape=[8], dtype=int64) placement=cpu:[0]\n"
+      "w1 = variable(shape=[16,32], init=normal(0.02)) placement=" + model_device + ":[0]\n"
+      "w2 = variable(shape=[32,10], init=normal(0.02)) placement=" + model_device + ":[0]\n"
+      "h = matmul(x, w1) placement=" + model_device + ":[0]\n"
+      "a = relu(h)\n"
+      "logits = matmul(a, w2)\n"
+      "loss = sparse_softmax_cross_entropy(logits, label)\n"
+      "output(loss)\n"
+      "train(loss, optimizer=adamw(lr=0.01, weight_decay=0.01))\n";
+  absl::StatusOr<PlanProto> plan = compiler::Compile(compiler::testing::ParseOrDie(text, registry));
+  EXPECT_TRUE(plan.ok()) << plan.status();
+  if (!plan.ok()) return {};
+  actor::SessionOptions options;
+  options.device_backend = backend;
+  absl::StatusOr<std::unique_ptr<actor::Session>> session = actor::Session::Create(*plan, &registry, options);
+  EXPECT_TRUE(session.ok()) << session.status();
+  if (!session.ok()) return {};
+  std::vector<float> losses;
+  for (int step = 0; step < 3; ++step) {
+    std::vector<float> x(8 * 16);
+    std::vector<int64_t> label(8);
+    for (size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>((i * 7 + step * 3) % 11) / 5.0f - 1.0f;
+    for (size_t i = 0; i < label.size(); ++i) label[i] = static_cast<int64_t>((i * 3 + step) % 10);
+    EXPECT_TRUE((*session)->Feed("x", Tensor::FromVector(Shape{8, 16}, x)).ok());
+    EXPECT_TRUE((*session)->Feed("label", Tensor::FromVector(Shape{8}, label)).ok());
+    absl::Status ran = (*session)->RunStep();
+    EXPECT_TRUE(ran.ok()) << ran;
+    if (!ran.ok()) break;
+    absl::StatusOr<Tensor> loss = (*session)->Fetch("loss");
+    EXPECT_TRUE(loss.ok()) << loss.status();
+    if (loss.ok()) losses.push_back(loss->ToVector<float>().at(0));
+  }
+  EXPECT_TRUE((*session)->Close().ok());
+  return losses;
+}
+
+TEST_F(DeviceTrainerTest, HostDataReachesACudaModelThroughCopyTasks) {
+  const std::vector<float> cpu = HostDataLosses("cpu", *registry_, nullptr);
+  const int64_t copies_before = device_.bodies_started();
+  const std::vector<float> cuda = HostDataLosses("cuda", *registry_, &device_);
+  ASSERT_EQ(cpu.size(), 3u);
+  EXPECT_EQ(cuda, cpu);
+  EXPECT_GT(device_.bodies_started(), copies_before);
+}
+
 TEST_F(DeviceTrainerTest, ACpuTaskOnDeviceMemoryIsRefusedBeforeItRuns) {
   absl::StatusOr<TrainerJob> job = BuildTrainerJob(OnFakeCuda(TinyGpt()), *registry_);
   ASSERT_TRUE(job.ok()) << job.status();
