@@ -72,6 +72,10 @@ class DeviceBackend {
   virtual absl::StatusOr<char*> Allocate(int32_t device, int64_t bytes) = 0;
   // REQUIRES: `data` came from Allocate(device, ...) and no work on it is pending.
   virtual void Free(int32_t device, char* data) = 0;
+  // Bytes `device` can still allocate (CUDA: cudaMemGetInfo's free). The runtime compares its
+  // planned blocks with it before allocating any, so a plan that does not fit fails at once
+  // naming the device, the planned and the free bytes.
+  virtual absl::StatusOr<int64_t> FreeBytes(int32_t device) = 0;
   // Synchronous copies between host memory and device memory of `device`.
   virtual absl::Status CopyToDevice(int32_t device, const void* host, char* device_data, int64_t bytes) = 0;
   virtual absl::Status CopyToHost(int32_t device, const char* device_data, void* host, int64_t bytes) = 0;

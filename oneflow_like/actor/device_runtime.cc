@@ -1,9 +1,11 @@
 // The runtime's device paths (device_backend.h): device memory blocks, host <-> slot copies
 // wherever a slot lives, device bodies and an ACCUMULATE's sums in device memory.
 #include <cstring>
+#include <map>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "oneflow_like/actor/runtime.h"
 
 namespace oneflow_like {
@@ -62,6 +64,31 @@ absl::StatusOr<char*> Runtime::AllocateDeviceBlock(const MemoryBlockProto& block
   }
   blocks_.push_back(Block{*data, static_cast<size_t>(block.size_bytes()), block.device().index()});
   return *data;
+}
+
+absl::Status Runtime::CheckDeviceMemory(const RankPlanProto& rank_plan) const {
+  std::map<int32_t, int64_t> planned;  // by device index
+  for (const MemoryBlockProto& block : rank_plan.memory_blocks()) {
+    if (block.device().type() != "cpu" && block.size_bytes() > 0) planned[block.device().index()] += block.size_bytes();
+  }
+  if (planned.empty() || env_.device_backend == nullptr) return absl::OkStatus();  // Build names a missing backend
+  for (const auto& [device, bytes] : planned) {
+    absl::StatusOr<int64_t> free_bytes = env_.device_backend->FreeBytes(device);
+    if (!free_bytes.ok()) {
+      return absl::Status(free_bytes.status().code(), absl::StrCat("rank ", rank_.value(), ", ",
+                                                                   env_.device_backend->type(), ":", device,
+                                                                   ": free memory: ", free_bytes.status().message()));
+    }
+    if (bytes > *free_bytes) {
+      return absl::ResourceExhaustedError(absl::StrCat(
+          "rank ", rank_.value(), " plans ", bytes, " bytes (", absl::StrFormat("%.2f", bytes / 1073741824.0),
+          " GiB) on ", env_.device_backend->type(), ":", device, ", which has ", *free_bytes, " bytes (",
+          absl::StrFormat("%.2f", *free_bytes / 1073741824.0),
+          " GiB) free; `olplan memory --device-memory SIZE` proposes levers (ZeRO, recompute, more micro-batches "
+          "or stages)"));
+    }
+  }
+  return absl::OkStatus();
 }
 
 int32_t Runtime::DeviceOf(int64_t register_id) const {

@@ -139,6 +139,13 @@ void FakeDeviceBackend::Free(int32_t, char* data) {
   allocations_.erase(it);
 }
 
+absl::StatusOr<int64_t> FakeDeviceBackend::FreeBytes(int32_t device) {
+  int64_t used = 0;
+  std::lock_guard<std::mutex> lock(mu_);
+  for (const auto& [base, a] : allocations_) used += a.device == device ? static_cast<int64_t>(a.bytes) : 0;
+  return std::max<int64_t>(0, memory_bytes_.load() - used);
+}
+
 char* FakeDeviceBackend::Shadow(const void* p, int64_t bytes) const {
   const char* c = static_cast<const char*>(p);
   std::lock_guard<std::mutex> lock(mu_);

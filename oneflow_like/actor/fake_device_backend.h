@@ -38,6 +38,9 @@ class FakeDeviceBackend final : public DeviceBackend {
   std::string type() const override { return "cuda"; }
   absl::StatusOr<char*> Allocate(int32_t device, int64_t bytes) override;
   void Free(int32_t device, char* data) override;
+  // The fake's capacity: `memory_bytes` minus what is allocated (default 64 GiB).
+  absl::StatusOr<int64_t> FreeBytes(int32_t device) override;
+  void set_memory_bytes(int64_t bytes) { memory_bytes_.store(bytes); }
   absl::Status CopyToDevice(int32_t device, const void* host, char* device_data, int64_t bytes) override;
   absl::Status CopyToHost(int32_t device, const char* device_data, void* host, int64_t bytes) override;
   absl::StatusOr<std::unique_ptr<ActBody>> MakeBody(DeviceTask task) override;
@@ -72,6 +75,7 @@ class FakeDeviceBackend final : public DeviceBackend {
   std::map<const char*, Allocation> allocations_;  // by device (PROT_NONE) base address
   std::map<std::pair<int32_t, int32_t>, std::unique_ptr<Stream>> streams_;
   std::atomic<int64_t> bodies_started_{0}, bytes_to_device_{0}, bytes_to_host_{0};
+  std::atomic<int64_t> memory_bytes_{int64_t{64} << 30};
 };
 
 }  // namespace actor

@@ -282,6 +282,8 @@ class Runtime final : public ActorHost {
   char* AllocateBytes(int64_t bytes);
   // device_runtime.cc: a memory block on env_.device_backend's `device`.
   absl::StatusOr<char*> AllocateDeviceBlock(const MemoryBlockProto& block);
+  // ResourceExhausted when a device's planned blocks exceed its free bytes (DeviceBackend::FreeBytes).
+  absl::Status CheckDeviceMemory(const RankPlanProto& rank_plan) const;
   // The device of a local register's memory, -1 for host memory.
   int32_t DeviceOf(int64_t register_id) const;
   // Host <-> a register slot's bytes, wherever they are (VARIABLE bindings, INPUT sources).

@@ -46,7 +46,9 @@ absl::Status Runtime::Build(const PlanProto& plan, const RankPlanProto& rank_pla
     return it == task_names.end() ? absl::StrCat("unknown task ", id) : it->second;
   };
 
-  // Memory blocks.
+  // Memory blocks. A device's planned blocks must fit what it has free, checked before any is
+  // allocated (the plan knows its peak: olplan memory --device-memory finds levers).
+  RETURN_IF_ERROR(CheckDeviceMemory(rank_plan));
   for (const MemoryBlockProto& block : rank_plan.memory_blocks()) {
     if (block.size_bytes() < 0 || block_by_id_.contains(block.id())) {
       return absl::InvalidArgumentError(

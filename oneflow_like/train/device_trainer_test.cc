@@ -194,6 +194,15 @@ TEST_F(DeviceTrainerTest, DataParallelCudaSaysItNeedsTheCollectiveLibrary) {
   EXPECT_NE(t.status().message().find("NCCL"), std::string::npos) << t.status();
 }
 
+TEST_F(DeviceTrainerTest, APlanLargerThanTheDeviceFailsBeforeAllocatingNamingBoth) {
+  device_.set_memory_bytes(4096);  // far below the tiny GPT's planned blocks
+  absl::StatusOr<std::unique_ptr<Trainer>> t = Trainer::Create(OnFakeCuda(TinyGpt()), registry_.get());
+  ASSERT_EQ(t.status().code(), absl::StatusCode::kResourceExhausted) << t.status();
+  EXPECT_NE(t.status().message().find("on cuda:0, which has 4096 bytes"), std::string::npos) << t.status();
+  EXPECT_NE(t.status().message().find("olplan memory --device-memory"), std::string::npos) << t.status();
+  EXPECT_EQ(device_.live_allocations(), 0);
+}
+
 TEST(FakeDeviceBackendTest, TheHostCannotTouchDeviceMemory) {
   actor::FakeDeviceBackend device;
   absl::StatusOr<char*> p = device.Allocate(0, 64);

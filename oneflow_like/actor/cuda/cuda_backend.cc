@@ -167,6 +167,13 @@ void CudaBackend::Free(int32_t device, char* data) {
   if (Use(device).ok()) cudaFree(data);
 }
 
+absl::StatusOr<int64_t> CudaBackend::FreeBytes(int32_t device) {
+  RETURN_IF_ERROR(Use(device));
+  size_t free_bytes = 0, total_bytes = 0;
+  RETURN_IF_ERROR(cuda::CudaStatus(cudaMemGetInfo(&free_bytes, &total_bytes), "cudaMemGetInfo"));
+  return static_cast<int64_t>(free_bytes);
+}
+
 absl::Status CudaBackend::CopyToDevice(int32_t device, const void* host, char* device_data, int64_t bytes) {
   RETURN_IF_ERROR(Use(device));
   if (bytes <= 0) return absl::OkStatus();

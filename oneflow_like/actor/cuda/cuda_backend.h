@@ -48,6 +48,7 @@ class CudaBackend final : public DeviceBackend {
   std::string type() const override { return "cuda"; }
   absl::StatusOr<char*> Allocate(int32_t device, int64_t bytes) override;
   void Free(int32_t device, char* data) override;
+  absl::StatusOr<int64_t> FreeBytes(int32_t device) override;  // cudaMemGetInfo
   absl::Status CopyToDevice(int32_t device, const void* host, char* device_data, int64_t bytes) override;
   absl::Status CopyToHost(int32_t device, const char* device_data, void* host, int64_t bytes) override;
   absl::StatusOr<std::unique_ptr<ActBody>> MakeBody(DeviceTask task) override;
