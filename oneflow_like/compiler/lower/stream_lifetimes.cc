@@ -29,13 +29,14 @@ StreamLifetimes ComputeStreamLifetimes(const PlanBuilder& builder, const std::ve
   StreamLifetimes result;
   result.acquire.assign(n, kNone);
   result.release.assign(n, kNone);
-  // In the model: a task of stream 0 or 4 that runs once per piece (touches no step-rate
-  // register, is no REPEAT / ACCUMULATE).
+  // In the model: a task of stream 0 or 4 that runs once per piece: it reads no step-rate
+  // register (a REPEAT, an optimizer) and writes none, except an ACCUMULATE, which reads every
+  // piece and writes once per step (no edge leaves it within a piece).
   std::vector<bool> in_model(n, false);
   for (size_t i = 0; i < n; ++i) {
     const TaskProto& t = builder.tasks()[i].proto;
     in_model[i] = (t.stream_id() == kComputeStream || t.stream_id() == kSideComputeStream) &&
-                  t.type() != TaskProto::REPEAT && t.type() != TaskProto::ACCUMULATE;
+                  t.type() != TaskProto::REPEAT;
   }
   // Data edges producer -> consumer of piece-rate registers between tasks of the model on one
   // device, by producer. An edge against the task order is left out (fewer edges prove less).
@@ -43,7 +44,7 @@ StreamLifetimes ComputeStreamLifetimes(const PlanBuilder& builder, const std::ve
   for (const RegisterInfo& reg : builder.registers()) {
     const int64_t producer = builder.TaskIndex(reg.proto.producer().task_id());
     if (reg.step_rate) {
-      in_model[producer] = false;
+      if (builder.tasks()[producer].proto.type() != TaskProto::ACCUMULATE) in_model[producer] = false;
       for (int64_t c : reg.consumer_tasks) {
         const int64_t ci = builder.TaskIndex(c);
         if (ci >= 0) in_model[ci] = false;

@@ -19,7 +19,9 @@
 // and the start of the next): the two can share bytes in every execution the actors allow,
 // however far stream 4 lags. A register one of whose tasks has no acquire / release (no
 // stream-0 task before / after it), or runs other than once per piece, gets none and stays
-// live the whole step.
+// live the whole step. An ACCUMULATE (micro-batches: a weight gradient summed over the pieces)
+// runs once per piece too: it is the stream-0 task a gradient's stream-4 producer happens
+// before.
 //
 // Worked example: positions x 0, y 1 (reads x), dy 2, dw 3 (stream 4: reads x and dy), dx 4
 // (reads dy), opt 5 (reads dw); the rest on stream 0. acquire(dw) = 2 (dy -> dw), release(dw)

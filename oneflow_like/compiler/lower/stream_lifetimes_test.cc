@@ -2,6 +2,7 @@
 // touches on stream 0's axis (stream_lifetimes.h), the bytes they may share, and per-rank
 // plans equal to the whole plan's.
 #include <memory>
+#include <string>
 
 #include "gtest/gtest.h"
 #include "oneflow_like/compiler/lower/lower_test_util.h"
@@ -77,6 +78,34 @@ TEST(StreamLifetimesTest, PerRankPlansEqualTheWholePlan) {
   options.compute_streams = 2;
   const PlanProto whole = ExpectPerRankMatchesWhole(graph, options);
   EXPECT_EQ(whole.memory(0).planned_bytes(), 9 * 1024);
+}
+
+// Two micro-batches: dw's gradient is summed by an ACCUMULATE on stream 0, which runs once per
+// piece: the stream-0 task dw happens before. Positions: x.source 0, dy.source 1, w.source 2,
+// buf.source 3, w.repeat 4, h 5, dw 6 (stream 4), e 7, dw.accumulate 8, w_new 9, a 10, b 11,
+// c 12, c.sink 13.
+std::string MicroBatchText() {
+  std::string text = kText;
+  text.replace(text.find("seed=5"), 6, "micro_batches=2, seed=5");
+  return text;
+}
+
+TEST(StreamLifetimesTest, AnAccumulateEndsTheLifetimesOfItsGradientsInputs) {
+  LowerOptions one, two;
+  two.compute_streams = 2;
+  const PlanProto plan1 = LowerTextOrDie(MicroBatchText(), one, Updates);
+  const PlanProto plan2 = LowerTextOrDie(MicroBatchText(), two, Updates);
+  EXPECT_EQ(plan2.pieces_per_step(), 2);
+  EXPECT_TRUE(VerifyPlan(plan2).ok()) << VerifyPlan(plan2);
+  // Persistent w, buf (2 KiB); whole step: the sum dw.accumulated, w_new, buf_new (3 KiB).
+  // One stream: x [0,6] dy [1,6] w.repeated [4,5] h [5,7] dw [6,8] e [7,10]: peak 4 KiB.
+  EXPECT_EQ(plan1.memory(0).planned_bytes(), 9 * 1024);
+  // Two: acquire(dw) = 1, release(dw) = 8 (the ACCUMULATE): x [0,8] dy [1,8] dw [1,8], peak
+  // 5 KiB at 5 and 7: 10 KiB (11 KiB with x, dy and dw live the whole step).
+  EXPECT_EQ(plan2.memory(0).planned_bytes(), 10 * 1024);
+  EXPECT_TRUE(ShareBytes(FindRegisterByName(plan2, "x@r0"), FindRegisterByName(plan2, "a@r0")));
+  std::unique_ptr<OpRegistry> registry = BuiltinRegistry();
+  ExpectPerRankMatchesWhole(AnnotatedGraph(MicroBatchText(), *registry, Updates), two);
 }
 
 }  // namespace

@@ -29,8 +29,12 @@ PieceOrder::PieceOrder(const PlanIndex& index, const PlanSimulation& simulation,
   auto once_per_piece = [&](const TaskProto& task) {
     const int64_t t = index.TaskIndex(task.id());
     if (t < 0 || t >= static_cast<int64_t>(simulation.emitted_by_index.size())) return false;
-    return (task.produced_register_ids_size() == 0 || simulation.emitted_by_index[t] == firings) &&
-           (task.consumed_register_ids_size() == 0 || simulation.read_by_index[t] == firings);
+    // An ACCUMULATE acts on every piece it reads and emits once per step; a REPEAT reads once
+    // per step and acts on every piece it emits.
+    return (task.produced_register_ids_size() == 0 || simulation.emitted_by_index[t] == firings ||
+            task.type() == TaskProto::ACCUMULATE) &&
+           (task.consumed_register_ids_size() == 0 || simulation.read_by_index[t] == firings ||
+            task.type() == TaskProto::REPEAT);
   };
   // The candidates, grouped by stream in static order.
   std::map<StreamKey, std::vector<const TaskProto*>> streams;
@@ -65,12 +69,15 @@ PieceOrder::PieceOrder(const PlanIndex& index, const PlanSimulation& simulation,
   for (const RegisterProto& reg : rank_plan.registers()) {
     if (reg.producer().rank() != rank_plan.rank()) continue;  // a mirror
     auto producer = candidate.find(reg.producer().task_id());
-    if (producer == candidate.end()) continue;
+    // An ACCUMULATE's sum is written once per step: no edge within a piece.
+    if (producer == candidate.end() || tasks[producer->second]->type() == TaskProto::ACCUMULATE) continue;
     for (const TaskRefProto& ref : reg.consumers()) {
       if (ref.rank() != rank_plan.rank()) continue;
       auto consumer = candidate.find(ref.task_id());
       if (consumer == candidate.end() || consumer->second == producer->second) continue;
-      if (index.IsVariableHolder(*tasks[consumer->second])) continue;  // reads it a step later
+      const TaskProto& reader = *tasks[consumer->second];
+      // A holder reads it a step later; a REPEAT once per step.
+      if (index.IsVariableHolder(reader) || reader.type() == TaskProto::REPEAT) continue;
       successors[producer->second].push_back(consumer->second);
       ++waiting[consumer->second];
     }

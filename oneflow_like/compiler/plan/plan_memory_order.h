@@ -4,7 +4,8 @@
 // Two registers A and B may share bytes when, in every execution the actors allow, every use
 // of one ends before the other is written. The verifier proves it from the plan alone: the
 // events are the firings of the rank's tasks that run once per piece (by the simulation: a
-// task that emits and reads every piece), the k-th firing of each in piece k; the edges are
+// task that emits and reads every piece, an ACCUMULATE reading every piece, a REPEAT emitting
+// every piece), the k-th firing of each in piece k; the edges are
 // each stream's static order (order_in_stream, those tasks only; the last of a piece before
 // the first of the next) and producer -> consumer of every register the consumer reads in the
 // piece it is written (not a variable holder's back edge). A happens before B's producer in

@@ -114,6 +114,54 @@ TEST(PlanMemoryOrderTest, ARegisterWithCountTwoSharesWithNothingOfAnotherStream)
   ExpectFails(t.plan, {"register 101 'x' on rank 0 [0, 128)", "it has count 2"});
 }
 
+// Two pieces per step: dw (stream 4) feeds an ACCUMULATE on stream 0, which acts every piece:
+// x.source, fwd (reads x), dw (stream 4, reads x), then acc (reads dw's g) and late (reads
+// fwd's f) in the order given, sinks of acc's sum and of late's l.
+struct Accumulated {
+  PlanProto plan;
+  int64_t x = 0, l = 0;
+};
+
+Accumulated BuildAccumulated(bool late_after_acc) {
+  TestPlanBuilder b(1, 2);
+  Accumulated t;
+  int64_t source;
+  std::tie(source, t.x) = b.AddInput(0, "x");
+  const int64_t fwd = b.AddTask(0, TaskProto::COMPUTE, "fwd");
+  b.Connect(t.x, fwd);
+  const int64_t f = b.AddRegister(fwd, "f");
+  const int64_t dw = b.AddTask(0, TaskProto::COMPUTE, "dw", kSide);
+  b.task(dw)->set_stream_kind(STREAM_COMPUTE);
+  b.Connect(t.x, dw);
+  const int64_t g = b.AddRegister(dw, "g");
+  auto add_late = [&] {
+    const int64_t late = b.AddTask(0, TaskProto::COMPUTE, "late");
+    b.Connect(f, late);
+    t.l = b.AddRegister(late, "l");
+  };
+  if (!late_after_acc) add_late();
+  const int64_t acc = b.AddCountTask(0, TaskProto::ACCUMULATE, "acc", 2);
+  b.Connect(g, acc);
+  const int64_t sum = b.AddRegister(acc, "sum");
+  if (late_after_acc) add_late();
+  b.AddSink(sum, "sum");
+  b.AddSink(t.l, "l");
+  t.plan = b.Build();
+  return t;
+}
+
+TEST(PlanMemoryOrderTest, AnAccumulateActingEveryPieceOrdersTheSecondStream) {
+  Accumulated after = BuildAccumulated(true);
+  ASSERT_TRUE(VerifyPlan(after.plan).ok()) << VerifyPlan(after.plan);
+  Share(&after.plan, after.l, after.x);  // dw -> acc -> (stream 0) late
+  EXPECT_TRUE(VerifyPlan(after.plan).ok()) << VerifyPlan(after.plan);
+  Accumulated before = BuildAccumulated(false);
+  ASSERT_TRUE(VerifyPlan(before.plan).ok()) << VerifyPlan(before.plan);
+  Share(&before.plan, before.l, before.x);  // late may write l while dw still reads x
+  ExpectFails(before.plan, {"register 101 'x'", "'l'", "rank 0 task 3 'dw' (COMPUTE) (stream cpu:0/4) does not happen "
+                                                       "before rank 0 task 4 'late'"});
+}
+
 }  // namespace
 }  // namespace compiler
 }  // namespace oneflow_like
