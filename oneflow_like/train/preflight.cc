@@ -198,7 +198,16 @@ absl::StatusOr<int64_t> NodeMemoryAvailable() {
 int64_t PlannedBytesOfRanks(const PlanProto& plan, int32_t first, int32_t count) {
   int64_t total = 0;
   for (const RankMemoryProto& memory : plan.memory()) {
-    if (memory.rank() >= first && memory.rank() < first + count) total += memory.planned_bytes();
+    if (memory.rank() < first || memory.rank() >= first + count) continue;
+    if (memory.devices_size() == 0) {
+      total += memory.planned_bytes();
+      continue;
+    }
+    // Host blocks only: a GPU's blocks live in its own memory (the runtime checks them against the
+    // device's free bytes before allocating, actor/device_backend.h).
+    for (const DeviceMemoryProto& device : memory.devices()) {
+      if (device.device().type().empty() || device.device().type() == "cpu") total += device.planned_bytes();
+    }
   }
   return total;
 }

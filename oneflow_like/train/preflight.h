@@ -51,7 +51,8 @@ absl::StatusOr<std::string> FileFingerprint(const std::string& path);
 absl::StatusOr<int64_t> ParseMemAvailable(const std::string& meminfo);
 // OL_MEM_AVAILABLE_BYTES if set, else /proc/meminfo's MemAvailable.
 absl::StatusOr<int64_t> NodeMemoryAvailable();
-// Sum of the plan's planned_bytes over ranks [first, first + count).
+// Sum of the plan's planned host bytes over ranks [first, first + count): planned_bytes, or where a
+// rank lists its devices, those of its cpu blocks (accelerator memory is not the node's RAM).
 int64_t PlannedBytesOfRanks(const PlanProto& plan, int32_t first, int32_t count);
 
 }  // namespace train

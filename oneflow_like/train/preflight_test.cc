@@ -55,6 +55,16 @@ TEST(PreflightTest, PlannedBytesOfANodeSumItsRanks) {
   EXPECT_EQ(PlannedBytesOfRanks(plan, 0, 2), 300);  // node 0 of 2 x 2: ranks 0, 1
   EXPECT_EQ(PlannedBytesOfRanks(plan, 2, 2), 700);  // node 1: ranks 2, 3
   EXPECT_EQ(PlannedBytesOfRanks(plan, 0, 4), 1000);
+  // A rank with GPU blocks: only its host blocks count against the node's RAM.
+  RankMemoryProto* gpu = plan.mutable_memory(0);
+  gpu->set_planned_bytes(5000);
+  DeviceMemoryProto* host = gpu->add_devices();
+  host->mutable_device()->set_type("cpu");
+  host->set_planned_bytes(40);
+  DeviceMemoryProto* cuda = gpu->add_devices();
+  cuda->mutable_device()->set_type("cuda");
+  cuda->set_planned_bytes(4960);
+  EXPECT_EQ(PlannedBytesOfRanks(plan, 0, 2), 40 + 200);
 }
 
 TEST(PreflightTest, RecognizesPreflightFailuresAlsoWhenRelayed) {
