@@ -2,13 +2,15 @@
 # The GPT training step on one GPU: oltrain_cuda (--device=cuda) next to PyTorch eager on CUDA
 # (tools/gpu/torch_gpt_cuda.py, the same model, float32, TF32 off, AdamW), in the same run.
 # Prints a markdown table: ms per step, tokens/s, matmul TFLOP/s and its fraction of the H100's
-# FP32 peak (67 TFLOP/s, SXM datasheet; no TF32 on either side), and ours / PyTorch.
+# FP32 peak (67 TFLOP/s, SXM datasheet; no TF32 on either side), ours / PyTorch, and olplan's
+# predicted step for the same job (tools/plan/profiles/h100_fp32.txt) against ours.
 # Run by run_checks.sh --bench on a GPU machine (copied into the pack's bench/ by pack.sh, with
 # oltrain_cuda in the pack's tools/); from the repository root. Exits 0 without a GPU.
 #   DIMS="--vocab=8192 --seq_len=512 --n_layer=12 --n_embd=768 --n_head=12 --batch=8" bash gpt_step_bench.sh
 set -uo pipefail
 pack="$(cd "$(dirname "$0")/.." && pwd)"
 oltrain="${OLTRAIN_CUDA:-$pack/tools/oltrain_cuda}"
+olplan="${OLPLAN:-$pack/tools/olplan}"
 dims="${DIMS:---vocab=8192 --seq_len=512 --n_layer=12 --n_embd=768 --n_head=12 --batch=8}"
 peak_tflops=67
 if ! nvidia-smi -L >/dev/null 2>&1; then echo "gpt_step_bench: no GPU visible; skipped"; exit 0; fi
@@ -18,8 +20,18 @@ peer_args="$(echo "$dims" | sed 's/=/ /g')"
 peer="$(python3 tools/gpu/torch_gpt_cuda.py $peer_args 2>&1 | tee /dev/stderr | grep RESULT | tail -1)"
 ours_ms="$(echo "$ours" | sed -n 's/.*median_ms_per_step=\([0-9.]*\).*/\1/p')"
 peer_ms="$(echo "$peer" | sed -n 's/.*ms_per_step=\([0-9.]*\).*/\1/p')"
-gflop="$(echo "$peer" | sed -n 's/.*gemm_gflop_per_step=\([0-9.]*\).*/\1/p')"
+# The step's matmul GFLOP (forward, input and weight gradients; attention's full T x T), as
+# tools/bench/peers/torch_gpt.py's gemm_gflop_per_step counts them.
+dim() { echo "$dims" | tr ' ' '\n' | sed -n "s/^--$1=//p"; }
+gflop="$(awk -v V="$(dim vocab)" -v T="$(dim seq_len)" -v L="$(dim n_layer)" -v C="$(dim n_embd)" -v B="$(dim batch)" \
+  'BEGIN { per_token = L * (2 * C * (12 * C) + 4 * T * C) + 2 * C * V; printf "%.3f", 3 * per_token * B * T / 1e9 }')"
 tokens="$(echo "$dims" | sed -n 's/.*--seq_len=\([0-9]*\).*--batch=\([0-9]*\).*/\1 \2/p' | awk '{print $1 * $2}')"
+# olplan's prediction of the same job with the FP32 H100 profile (issue 12's truth row for a GPU).
+predicted_ms=""
+if [ -x "$olplan" ]; then
+  predicted_ms="$("$olplan" simulate --json --device=cuda --profile tools/plan/profiles/h100_fp32.txt --model=gpt $dims \
+    2>/dev/null | python3 -c 'import json,sys; print("%.3f" % (json.load(sys.stdin)["step_seconds"] * 1e3))' 2>/dev/null)"
+fi
 echo
 echo "GPT step on $(nvidia-smi --query-gpu=name --format=csv,noheader | head -1): $dims"
 echo "| runner | ms/step | tokens/s | matmul TFLOP/s | of FP32 peak ($peak_tflops) |"
@@ -32,3 +44,4 @@ row() {
 row "oneflow_like (oltrain_cuda)" "$ours_ms" "$gflop" "$tokens"
 row "PyTorch eager" "$peer_ms" "$gflop" "$tokens"
 awk -v a="$ours_ms" -v b="$peer_ms" 'BEGIN { if (a > 0 && b > 0) printf "ours / PyTorch (time): %.2f\n", a / b }'
+awk -v p="$predicted_ms" -v m="$ours_ms" 'BEGIN { if (p > 0 && m > 0) printf "olplan predicted (h100_fp32 profile): %.2f ms, measured %.2f ms: %+.0f%%\n", p, m, (p / m - 1) * 100 }'

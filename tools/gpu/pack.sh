@@ -42,7 +42,7 @@ if [ ${#targets[@]} -eq 0 ]; then
 fi
 bench_targets=(//oneflow_like/core/cuda:cuda_kernel_bench)
 # Binaries the benchmarks run (the pack's tools/), and bench scripts copied into bench/.
-tool_targets=(//tools/train:oltrain_cuda)
+tool_targets=(//tools/train:oltrain_cuda //tools/plan:olplan)
 bench_scripts=(tools/gpu/gpt_step_bench.sh)
 
 if [ "$build" = 1 ]; then

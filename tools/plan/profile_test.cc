@@ -24,6 +24,23 @@ TEST(ProfileTest, GpuProfilePricesCopiesOnPcie) {
   EXPECT_GT(compiler::CopySeconds(int64_t{64} << 20, cost), 2.0 * (int64_t{64} << 20) / h100->memory_bytes_per_second);
 }
 
+// The profile of oltrain_cuda's default kernels (float32 matmuls without TF32) is h100.txt with
+// the FP32 peak: every other figure the same.
+TEST(ProfileTest, Fp32ProfileIsTheTf32OneAtTheFp32Peak) {
+  absl::StatusOr<Profile> tf32 = LoadProfile("tools/plan/profiles/h100.txt");
+  absl::StatusOr<Profile> fp32 = LoadProfile("tools/plan/profiles/h100_fp32.txt");
+  ASSERT_TRUE(tf32.ok()) << tf32.status();
+  ASSERT_TRUE(fp32.ok()) << fp32.status();
+  EXPECT_EQ(fp32->flops_per_second, 6.69e13);
+  EXPECT_LT(fp32->flops_per_second * 7, tf32->flops_per_second);
+  EXPECT_EQ(fp32->memory_bytes_per_second, tf32->memory_bytes_per_second);
+  EXPECT_EQ(fp32->task_overhead_seconds, tf32->task_overhead_seconds);
+  EXPECT_EQ(fp32->same_node_bytes_per_second, tf32->same_node_bytes_per_second);
+  EXPECT_EQ(fp32->cross_node_bytes_per_second, tf32->cross_node_bytes_per_second);
+  EXPECT_EQ(fp32->host_device_bytes_per_second, tf32->host_device_bytes_per_second);
+  EXPECT_EQ(fp32->device_per_rank, tf32->device_per_rank);
+}
+
 TEST(ProfileTest, CpuProfileWithoutTheKeysCopiesAtTheCalibratedMemcpyRate) {
   Profile cpu;
   cpu.flops_per_second = 5e10;
