@@ -65,9 +65,35 @@ CollectiveBody::CollectiveBody(comm::CollectiveBackend* backend, const Collectiv
 }
 
 CollectiveBody::~CollectiveBody() {
-  std::lock_guard<std::mutex> lock(waiters_mu_);
-  for (auto& w : waiters_) w.wait();
+  {
+    std::lock_guard<std::mutex> lock(waiters_mu_);
+    for (auto& w : waiters_) w.wait();
+  }
   if (connected_.valid()) connected_.wait();
+  if (device_scratch_ != nullptr) device_memory_->Free(device_, device_scratch_);
+}
+
+absl::Status CollectiveBody::CheckDeviceSupport() const {
+  auto unsupported = [&](const std::string& what) {
+    return absl::UnimplementedError(absl::StrCat(name_, ": ", what, " on device memory is not supported yet (the body "
+                                                 "cuts and pastes boxes on the host only)"));
+  };
+  if (!parts_.empty()) {
+    return kind_ == CollectiveParams::REDUCE_SCATTER ? unsupported("a REDUCE_SCATTER bucket (ZeRO)") : absl::OkStatus();
+  }
+  switch (kind_) {
+    case CollectiveParams::ALL_REDUCE:
+      return absl::OkStatus();
+    case CollectiveParams::ALL_GATHER:
+      return RowBlocks(geometry_.in_boxes, geometry_.group_shape) ? absl::OkStatus()
+                                                                  : unsupported("an ALL_GATHER of column blocks");
+    case CollectiveParams::REDUCE_SCATTER:
+      return RowBlocks(geometry_.out_boxes, geometry_.group_shape)
+                 ? absl::OkStatus()
+                 : unsupported("a REDUCE_SCATTER into column blocks");
+    default:
+      return unsupported(CollectiveParams::Kind_Name(kind_));
+  }
 }
 
 absl::Status CollectiveBody::Act(ActIo& io) {

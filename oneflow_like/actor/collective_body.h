@@ -43,6 +43,7 @@
 #include <vector>
 
 #include "oneflow_like/actor/act_body.h"
+#include "oneflow_like/actor/device_backend.h"
 #include "oneflow_like/comm/collective.h"
 #include "oneflow_like/core/proto/plan.pb.h"
 
@@ -54,6 +55,19 @@ class CollectiveBody final : public ActBody {
   // REQUIRES: backend outlives the body; `member` is this rank's index in params.ranks().
   CollectiveBody(comm::CollectiveBackend* backend, const CollectiveParams& params, int32_t member, std::string name);
   ~CollectiveBody() override;
+
+  // The task's registers are in `device`'s memory of `memory` (a COLLECTIVE on a cuda placement,
+  // the backend's memory_type() "cuda"): the library gets device pointers, and what the body
+  // packs itself (a bucket's slots, its gaps, scratch) goes through `memory` (device_backend.h).
+  // Before: host memory. Not owned.
+  void UseDeviceMemory(DeviceBackend* memory, int32_t device) {
+    device_memory_ = memory;
+    device_ = device;
+  }
+  // Unimplemented naming what, when this collective needs the body to move data between boxes
+  // itself (strided copies), which it does on the host only: an ALL_TO_ALL, an ALL_GATHER or
+  // REDUCE_SCATTER whose boxes are not row blocks, a REDUCE_SCATTER bucket.
+  absl::Status CheckDeviceSupport() const;
 
   bool IsAsync() const override { return true; }
   absl::Status Act(ActIo& io) override;  // synchronous fallback: Start and wait
@@ -80,6 +94,7 @@ class CollectiveBody final : public ActBody {
   void IssueBucket(comm::Communicator* comm, ActIo io, comm::CollectiveDone done);
   void BucketAllReduce(comm::Communicator* comm, ActIo io, comm::CollectiveDone done);
   void BucketReduceScatter(comm::Communicator* comm, ActIo io, comm::CollectiveDone done);
+  void DeviceBucketAllReduce(comm::Communicator* comm, ActIo io, bool in_place, int64_t end, comm::CollectiveDone done);
   // Whether boxes[k] are consecutive row blocks of a region of `group_shape` in member order.
   static bool RowBlocks(const std::vector<Box>& boxes, const std::vector<int64_t>& group_shape);
   static Box Intersect(const Box& a, const Box& b);
@@ -98,6 +113,10 @@ class CollectiveBody final : public ActBody {
   std::mutex waiters_mu_;
   std::vector<std::future<void>> waiters_;  // first firings waiting for the connection
   Tensor send_scratch_, recv_scratch_;        // reused between firings (one act at a time)
+  DeviceBackend* device_memory_ = nullptr;    // UseDeviceMemory
+  int32_t device_ = 0;
+  char* device_scratch_ = nullptr;            // a device bucket's packed tensors (kept)
+  int64_t device_scratch_bytes_ = 0;
 };
 
 }  // namespace actor

@@ -89,6 +89,7 @@ void CollectiveBody::BucketAllReduce(comm::Communicator* comm, ActIo io, comm::C
     const intptr_t in = Address(io.inputs[k]);
     in_place = in == Address(io.outputs[k]) || in + io.inputs[k].byte_size() <= base || in >= base + end;
   }
+  if (device_memory_ != nullptr) return DeviceBucketAllReduce(comm, std::move(io), in_place, end, std::move(done));
   if (in_place) {
     char* const span = Bytes(io.outputs[0]);
     int64_t filled = 0;
@@ -120,6 +121,61 @@ void CollectiveBody::BucketAllReduce(comm::Communicator* comm, ActIo io, comm::C
                       from += bytes;
                     }
                     done(s);
+                  });
+}
+
+// The same on device memory: the gaps zeroed and the slots filled by the device (synchronous, so
+// the library's stream sees them), or the tensors packed into device scratch and copied back.
+void CollectiveBody::DeviceBucketAllReduce(comm::Communicator* comm, ActIo io, bool in_place, int64_t end,
+                                           comm::CollectiveDone done) {
+  const DataType dtype = io.inputs[0].dtype();
+  const int64_t element = SizeOf(dtype);
+  DeviceBackend* memory = device_memory_;
+  const int32_t device = device_;
+  if (in_place) {
+    char* const span = Bytes(io.outputs[0]);
+    int64_t filled = 0;
+    for (size_t k = 0; k < io.outputs.size(); ++k) {
+      char* const slot = Bytes(io.outputs[k]);
+      if (absl::Status s = memory->ZeroDevice(device, span + filled, slot - (span + filled)); !s.ok()) return done(s);
+      if (slot != Bytes(io.inputs[k])) {
+        if (absl::Status s = memory->CopyWithinDevice(device, Bytes(io.inputs[k]), slot, io.inputs[k].byte_size());
+            !s.ok()) {
+          return done(s);
+        }
+      }
+      filled = (slot - span) + io.outputs[k].byte_size();
+    }
+    comm->AllReduce(span, span, end / element, dtype, std::move(done));
+    return;
+  }
+  int64_t total_bytes = 0;
+  for (const Tensor& out : io.outputs) total_bytes += out.byte_size();
+  if (device_scratch_bytes_ < total_bytes) {
+    if (device_scratch_ != nullptr) memory->Free(device, device_scratch_);
+    device_scratch_ = nullptr;
+    absl::StatusOr<char*> scratch = memory->Allocate(device, total_bytes);
+    if (!scratch.ok()) return done(scratch.status());
+    device_scratch_ = *scratch;
+    device_scratch_bytes_ = total_bytes;
+  }
+  char* const packed = device_scratch_;
+  int64_t at = 0;
+  for (const Tensor& in : io.inputs) {
+    if (absl::Status s = memory->CopyWithinDevice(device, Bytes(in), packed + at, in.byte_size()); !s.ok()) {
+      return done(s);
+    }
+    at += in.byte_size();
+  }
+  comm->AllReduce(packed, packed, total_bytes / element, dtype,
+                  [memory, device, packed, outputs = std::move(io.outputs), done = std::move(done)](const absl::Status& s) {
+                    absl::Status status = s;
+                    int64_t from = 0;
+                    for (size_t k = 0; status.ok() && k < outputs.size(); ++k) {
+                      status = memory->CopyWithinDevice(device, packed + from, Bytes(outputs[k]), outputs[k].byte_size());
+                      from += outputs[k].byte_size();
+                    }
+                    done(status);
                   });
 }
 

@@ -79,6 +79,10 @@ class DeviceBackend {
   // Synchronous copies between host memory and device memory of `device`.
   virtual absl::Status CopyToDevice(int32_t device, const void* host, char* device_data, int64_t bytes) = 0;
   virtual absl::Status CopyToHost(int32_t device, const char* device_data, void* host, int64_t bytes) = 0;
+  // Synchronous copies and zeroing within `device`'s memory, complete on return (collective
+  // bodies packing device buffers for the collective library, which runs on streams of its own).
+  virtual absl::Status CopyWithinDevice(int32_t device, const char* from, char* to, int64_t bytes) = 0;
+  virtual absl::Status ZeroDevice(int32_t device, char* data, int64_t bytes) = 0;
   // The body of one task. InvalidArgument naming the task when the backend cannot run it (e.g.
   // an op without a kernel on this device).
   virtual absl::StatusOr<std::unique_ptr<ActBody>> MakeBody(DeviceTask task) = 0;

@@ -179,6 +179,27 @@ absl::Status FakeDeviceBackend::CopyToHost(int32_t device, const char* device_da
   return absl::OkStatus();
 }
 
+absl::Status FakeDeviceBackend::CopyWithinDevice(int32_t device, const char* from, char* to, int64_t bytes) {
+  const char* src = Shadow(from, bytes);
+  char* dst = Shadow(to, bytes);
+  if (bytes > 0 && (src == nullptr || dst == nullptr)) {
+    return absl::InternalError(absl::StrCat("fake device ", device, ": CopyWithinDevice of ", bytes,
+                                            " bytes outside the allocations"));
+  }
+  if (bytes > 0) std::memmove(dst, src, static_cast<size_t>(bytes));
+  return absl::OkStatus();
+}
+
+absl::Status FakeDeviceBackend::ZeroDevice(int32_t device, char* data, int64_t bytes) {
+  char* dst = Shadow(data, bytes);
+  if (bytes > 0 && dst == nullptr) {
+    return absl::InternalError(absl::StrCat("fake device ", device, ": ZeroDevice of ", bytes,
+                                            " bytes outside the allocations"));
+  }
+  if (bytes > 0) std::memset(dst, 0, static_cast<size_t>(bytes));
+  return absl::OkStatus();
+}
+
 absl::StatusOr<std::unique_ptr<ActBody>> FakeDeviceBackend::MakeBody(DeviceTask task) {
   if (task.kind == DeviceTask::Kind::kCompute && (task.def == nullptr || !task.def->cpu_kernel)) {
     return absl::InvalidArgumentError(absl::StrCat("fake device: no kernel for task '", task.name, "'"));

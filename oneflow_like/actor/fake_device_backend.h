@@ -43,6 +43,8 @@ class FakeDeviceBackend final : public DeviceBackend {
   void set_memory_bytes(int64_t bytes) { memory_bytes_.store(bytes); }
   absl::Status CopyToDevice(int32_t device, const void* host, char* device_data, int64_t bytes) override;
   absl::Status CopyToHost(int32_t device, const char* device_data, void* host, int64_t bytes) override;
+  absl::Status CopyWithinDevice(int32_t device, const char* from, char* to, int64_t bytes) override;
+  absl::Status ZeroDevice(int32_t device, char* data, int64_t bytes) override;
   absl::StatusOr<std::unique_ptr<ActBody>> MakeBody(DeviceTask task) override;
 
   // The shadow (host-readable) address of device address `p`; nullptr if `p` is not inside an

@@ -132,12 +132,11 @@ absl::StatusOr<Runtime::TaskSetup> Runtime::SetUpTask(const TaskProto& task, int
     return MakeDeviceBody(task, device_task);
   };
   if (on_device && (task.type() == TaskProto::TRANSFER || task.type() == TaskProto::BOXING_SLICE ||
-                    task.type() == TaskProto::BOXING_CONCAT || task.type() == TaskProto::BOXING_ADD ||
-                    task.type() == TaskProto::COLLECTIVE)) {
+                    task.type() == TaskProto::BOXING_CONCAT || task.type() == TaskProto::BOXING_ADD)) {
     return absl::UnimplementedError(absl::StrCat(
         TaskLabel(task), ": a ", TaskProto::Type_Name(task.type()), " on device '", task.device().type(),
         "' is not supported yet: registers on a device cross ranks through the device's collective library "
-        "(NCCL, the collectives issue), not through this runtime's transfers and boxing tasks"));
+        "(NCCL): compile with --boxing=collective"));
   }
   // Payloads must be in the memory the body reads and writes (a malformed plan would otherwise
   // have the host touch device memory): the task's device, or a COPY's two ends. SOURCE and SINK
@@ -389,8 +388,19 @@ absl::StatusOr<Runtime::TaskSetup> Runtime::SetUpTask(const TaskProto& task, int
       }
       auto me = std::find(params.ranks().begin(), params.ranks().end(), rank_.value());
       if (me == params.ranks().end()) return error("this rank is not in the collective's group");
-      setup.body = std::make_unique<CollectiveBody>(env_.collectives, params,
-                                                    static_cast<int32_t>(me - params.ranks().begin()), task.name());
+      const std::string memory = on_device ? task.device().type() : "cpu";
+      if (env_.collectives->memory_type() != memory) {
+        return error("a COLLECTIVE on ", memory, " memory, but the collective backend '", env_.collectives->name(),
+                     "' works on ", env_.collectives->memory_type(), " memory",
+                     on_device ? " (cuda placements need NCCL: oltrain_cuda)" : "");
+      }
+      auto body = std::make_unique<CollectiveBody>(env_.collectives, params,
+                                                   static_cast<int32_t>(me - params.ranks().begin()), task.name());
+      if (on_device) {
+        body->UseDeviceMemory(env_.device_backend, task.device().index());
+        if (absl::Status s = body->CheckDeviceSupport(); !s.ok()) return absl::Status(s.code(), error(s.message()).message());
+      }
+      setup.body = std::move(body);
       break;
     }
     default:

@@ -28,9 +28,12 @@ absl::StatusOr<std::unique_ptr<Session>> Session::Create(const PlanProto& plan, 
   if (collectives) {  // gloo over loopback TCP between the ranks (threads) of this process
     session->collective_store_ = std::make_unique<comm::InMemoryStore>();
     for (int32_t r = 0; r < plan.world_size(); ++r) {
-      ASSIGN_OR_RETURN(std::unique_ptr<comm::CollectiveBackend> backend,
-                       comm::CreateGlooBackend(session->collective_store_.get(), r, plan.world_size()));
-      session->collective_backends_.push_back(std::move(backend));
+      absl::StatusOr<std::unique_ptr<comm::CollectiveBackend>> backend =
+          session->options_.collective_factory
+              ? session->options_.collective_factory(session->collective_store_.get(), r, plan.world_size())
+              : comm::CreateGlooBackend(session->collective_store_.get(), r, plan.world_size());
+      RETURN_IF_ERROR(backend.status());
+      session->collective_backends_.push_back(*std::move(backend));
     }
   }
   for (const RankPlanProto& rank_plan : plan.rank_plans()) {

@@ -59,6 +59,12 @@ struct SessionOptions {
   int intra_op_threads = 1;
   // RuntimeEnv::device_backend of every rank (plans with cuda placements). Not owned.
   DeviceBackend* device_backend = nullptr;
+  // The collective backend of rank r of `world` (plans with COLLECTIVE tasks), meeting through
+  // `store`; null: gloo over loopback TCP. Cuda plans need one of device memory (NCCL; in
+  // tests, actor/fake_device_collectives.h).
+  std::function<absl::StatusOr<std::unique_ptr<comm::CollectiveBackend>>(comm::RendezvousStore* store, int32_t rank,
+                                                                         int32_t world)>
+      collective_factory;
 };
 
 class Session {

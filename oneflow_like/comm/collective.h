@@ -110,6 +110,10 @@ class CollectiveBackend {
  public:
   virtual ~CollectiveBackend() = default;
   virtual std::string name() const = 0;  // "gloo", "nccl"
+  // Where the buffers of its calls live: "cpu" (host memory: gloo) or a device type ("cuda":
+  // NCCL takes device pointers). The runtime gives a COLLECTIVE task on a device a backend of
+  // that device's memory only.
+  virtual std::string memory_type() const { return "cpu"; }
   // A communicator over `group` (global ranks, in group order; this backend's rank among
   // them) with connections of its own. Every member calls Connect with the same group and tag;
   // blocks until all are connected or the timeout passed (DeadlineExceeded naming the missing

@@ -674,6 +674,7 @@ class NcclBackend final : public CollectiveBackend {
       : store_(store), rank_(rank), world_size_(world_size), options_(options) {}
 
   std::string name() const override { return "nccl"; }
+  std::string memory_type() const override { return "cuda"; }
 
   absl::StatusOr<std::unique_ptr<Communicator>> Connect(const std::vector<int32_t>& group,
                                                         const std::string& tag) override {

@@ -82,7 +82,11 @@ class RankExecutor : public StepExecutor {
       gloo.hostname = context_->env().bind_address;
       // A call waits for the slowest member's arrival; dead peers are caught by the heartbeats.
       gloo.timeout_ms = context_->env().connect_timeout_ms;
-      ASSIGN_OR_RETURN(collectives_, comm::CreateGlooBackend(store_.get(), context_->rank(), context_->world_size(), gloo));
+      if (options_.collective_factory) {  // e.g. NCCL for cuda plans (oltrain_cuda)
+        ASSIGN_OR_RETURN(collectives_, options_.collective_factory(store_.get(), context_->rank(), context_->world_size()));
+      } else {
+        ASSIGN_OR_RETURN(collectives_, comm::CreateGlooBackend(store_.get(), context_->rank(), context_->world_size(), gloo));
+      }
       env.collectives = collectives_.get();
     }
     ASSIGN_OR_RETURN(runtime_, actor::Runtime::Create(plan, context_->rank(), std::move(env)));

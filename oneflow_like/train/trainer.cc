@@ -153,6 +153,7 @@ absl::StatusOr<std::unique_ptr<Trainer>> Trainer::Create(const TrainerOptions& o
   session.intra_op_threads =
       options.intra_op_threads > 0 ? options.intra_op_threads : std::max(1, IntraOpThreadsFromEnv() / ranks_here);
   session.device_backend = options.device_backend;
+  session.collective_factory = options.collective_factory;
   if (options.executor_factory) {
     ASSIGN_OR_RETURN(t->executor_, options.executor_factory(t->plan_, registry, std::move(session)));
   } else {

@@ -77,6 +77,9 @@ struct TrainerOptions {
   // The accelerator that runs `--device=cuda` jobs (actor/device_backend.h; a CUDA build's
   // backend, or a fake in tests). Null: cpu placements only. Not owned; outlives the trainer.
   actor::DeviceBackend* device_backend = nullptr;
+  // actor::SessionOptions::collective_factory (in process and under olrun): the collective
+  // backend of cuda plans (NCCL); null: gloo.
+  decltype(actor::SessionOptions::collective_factory) collective_factory;
   // GPT data: empty = torch_gpt.py's synthetic batches; else a text file read byte-level
   // (models/text_data.h; requires gpt.vocab == 256), e.g. /usr/share/common-licenses/GPL-3.
   std::string text_path;

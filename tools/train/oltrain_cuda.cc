@@ -3,11 +3,13 @@
 //   tools/bazel.sh build -c opt //tools/train:oltrain_cuda     (tagged manual)
 // The process's GPU: OL_CUDA_DEVICE, else LOCAL_RANK (olrun sets it: one process per GPU), else 0.
 // Without a visible GPU a cuda job fails naming CUDA's reason; cpu jobs are unaffected.
+// COLLECTIVE tasks run through NCCL (comm/nccl_collective.h) on that GPU; gloo is not used.
 #include <cstdlib>
 #include <iostream>
 #include <memory>
 
 #include "oneflow_like/actor/cuda/cuda_backend.h"
+#include "oneflow_like/comm/nccl_collective.h"
 #include "tools/train/oltrain_main.h"
 
 int main(int argc, char** argv) {
@@ -16,6 +18,17 @@ int main(int argc, char** argv) {
   const int device = chosen != nullptr ? std::atoi(chosen) : 0;
   absl::StatusOr<std::unique_ptr<oneflow_like::actor::CudaBackend>> cuda =
       oneflow_like::actor::CudaBackend::Create(device);
-  if (!cuda.ok()) std::cerr << "oltrain_cuda: no CUDA backend (" << cuda.status().message() << "); cpu jobs only\n";
-  return oneflow_like::OltrainMain(argc, argv, cuda.ok() ? cuda->get() : nullptr);
+  if (!cuda.ok()) {
+    std::cerr << "oltrain_cuda: no CUDA backend (" << cuda.status().message() << "); cpu jobs only\n";
+    return oneflow_like::OltrainMain(argc, argv, nullptr);
+  }
+  // COLLECTIVE tasks of cuda plans through NCCL on this process's GPU (one GPU per process, as
+  // olrun starts them: several ranks of one process would share the GPU, which NCCL refuses).
+  auto nccl = [device](oneflow_like::comm::RendezvousStore* store, int32_t rank, int32_t world)
+      -> absl::StatusOr<std::unique_ptr<oneflow_like::comm::CollectiveBackend>> {
+    oneflow_like::comm::NcclOptions options;
+    options.device = device;
+    return oneflow_like::comm::CreateNcclBackend(store, rank, world, options);
+  };
+  return oneflow_like::OltrainMain(argc, argv, cuda->get(), nccl);
 }

@@ -105,7 +105,8 @@ int RunDistributed(train::TrainerOptions options, const train::RunOptions& run, 
 
 namespace oneflow_like {
 
-int OltrainMain(int argc, char** argv, actor::DeviceBackend* device_backend) {
+int OltrainMain(int argc, char** argv, actor::DeviceBackend* device_backend,
+                decltype(actor::SessionOptions::collective_factory) collective_factory) {
   const std::vector<std::string> args(argv + 1, argv + argc);
   absl::StatusOr<train::TrainerFlags> flags = ParseArgs(args);
   if (!flags.ok()) {
@@ -117,6 +118,7 @@ int OltrainMain(int argc, char** argv, actor::DeviceBackend* device_backend) {
     return 0;
   }
   flags->options.device_backend = device_backend;
+  flags->options.collective_factory = std::move(collective_factory);
   train::RunOptions run;
   run.steps = flags->steps;
   run.warmup_steps = flags->warmup_steps;

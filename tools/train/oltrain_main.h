@@ -4,12 +4,16 @@
 #define TOOLS_TRAIN_OLTRAIN_MAIN_H_
 
 #include "oneflow_like/actor/device_backend.h"
+#include "oneflow_like/actor/session.h"
 
 namespace oneflow_like {
 
 // Parses the flags (or --config), then trains in this process or as one rank of an olrun job.
-// `device_backend`: runs `--device=cuda` placements; null: cpu only. Returns the exit code.
-int OltrainMain(int argc, char** argv, actor::DeviceBackend* device_backend);
+// `device_backend`: runs `--device=cuda` placements; null: cpu only. `collective_factory`: the
+// collective backend of COLLECTIVE tasks (NCCL for cuda placements); null: gloo. Returns the
+// exit code.
+int OltrainMain(int argc, char** argv, actor::DeviceBackend* device_backend,
+                decltype(actor::SessionOptions::collective_factory) collective_factory = nullptr);
 
 }  // namespace oneflow_like
 

@@ -188,6 +188,25 @@ absl::Status CudaBackend::CopyToHost(int32_t device, const char* device_data, vo
                           "cudaMemcpy (device to host)");
 }
 
+// On a stream of its own (id -1), waited for: a device-to-device cudaMemcpy may return before it
+// is done, and the collective library's stream would not wait for it.
+absl::Status CudaBackend::CopyWithinDevice(int32_t device, const char* from, char* to, int64_t bytes) {
+  if (bytes <= 0) return absl::OkStatus();
+  ASSIGN_OR_RETURN(Stream * s, StreamFor(device, -1));
+  RETURN_IF_ERROR(cuda::CudaStatus(
+      cudaMemcpyAsync(to, from, static_cast<size_t>(bytes), cudaMemcpyDeviceToDevice, s->stream.get()),
+      "cudaMemcpyAsync (device to device)"));
+  return s->stream.Synchronize();
+}
+
+absl::Status CudaBackend::ZeroDevice(int32_t device, char* data, int64_t bytes) {
+  if (bytes <= 0) return absl::OkStatus();
+  ASSIGN_OR_RETURN(Stream * s, StreamFor(device, -1));
+  RETURN_IF_ERROR(cuda::CudaStatus(cudaMemsetAsync(data, 0, static_cast<size_t>(bytes), s->stream.get()),
+                                   "cudaMemsetAsync"));
+  return s->stream.Synchronize();
+}
+
 absl::StatusOr<std::unique_ptr<ActBody>> CudaBackend::MakeBody(DeviceTask task) {
   RETURN_IF_ERROR(Use(task.device));
   const cuda::CudaKernelFn* kernel = nullptr;

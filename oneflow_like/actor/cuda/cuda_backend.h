@@ -51,6 +51,8 @@ class CudaBackend final : public DeviceBackend {
   absl::StatusOr<int64_t> FreeBytes(int32_t device) override;  // cudaMemGetInfo
   absl::Status CopyToDevice(int32_t device, const void* host, char* device_data, int64_t bytes) override;
   absl::Status CopyToHost(int32_t device, const char* device_data, void* host, int64_t bytes) override;
+  absl::Status CopyWithinDevice(int32_t device, const char* from, char* to, int64_t bytes) override;
+  absl::Status ZeroDevice(int32_t device, char* data, int64_t bytes) override;
   absl::StatusOr<std::unique_ptr<ActBody>> MakeBody(DeviceTask task) override;
 
   struct Stream {
