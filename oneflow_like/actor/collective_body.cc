@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstring>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -70,30 +71,49 @@ CollectiveBody::~CollectiveBody() {
     for (auto& w : waiters_) w.wait();
   }
   if (connected_.valid()) connected_.wait();
-  if (device_scratch_ != nullptr) device_memory_->Free(device_, device_scratch_);
+  for (char* scratch : device_scratch_) {
+    if (scratch != nullptr) device_memory_->Free(device_, scratch);
+  }
 }
 
-absl::Status CollectiveBody::CheckDeviceSupport() const {
-  auto unsupported = [&](const std::string& what) {
-    return absl::UnimplementedError(absl::StrCat(name_, ": ", what, " on device memory is not supported yet (the body "
-                                                 "cuts and pastes boxes on the host only)"));
-  };
-  if (!parts_.empty()) {
-    return kind_ == CollectiveParams::REDUCE_SCATTER ? unsupported("a REDUCE_SCATTER bucket (ZeRO)") : absl::OkStatus();
+absl::StatusOr<Tensor> CollectiveBody::ScratchOn(int which, DataType dtype, int64_t elements) {
+  if (device_memory_ == nullptr) return Scratch(which == 0 ? &send_scratch_ : &recv_scratch_, dtype, elements);
+  const int64_t bytes = std::max<int64_t>(1, elements) * SizeOf(dtype);
+  if (device_scratch_bytes_[which] < bytes) {
+    if (device_scratch_[which] != nullptr) device_memory_->Free(device_, device_scratch_[which]);
+    device_scratch_[which] = nullptr;
+    device_scratch_bytes_[which] = 0;
+    ASSIGN_OR_RETURN(device_scratch_[which], device_memory_->Allocate(device_, bytes));
+    device_scratch_bytes_[which] = bytes;
   }
-  switch (kind_) {
-    case CollectiveParams::ALL_REDUCE:
-      return absl::OkStatus();
-    case CollectiveParams::ALL_GATHER:
-      return RowBlocks(geometry_.in_boxes, geometry_.group_shape) ? absl::OkStatus()
-                                                                  : unsupported("an ALL_GATHER of column blocks");
-    case CollectiveParams::REDUCE_SCATTER:
-      return RowBlocks(geometry_.out_boxes, geometry_.group_shape)
-                 ? absl::OkStatus()
-                 : unsupported("a REDUCE_SCATTER into column blocks");
-    default:
-      return unsupported(CollectiveParams::Kind_Name(kind_));
+  return Tensor::Borrow(TensorDesc{dtype, Shape({std::max<int64_t>(1, elements)})}, device_scratch_[which]);
+}
+
+absl::Status CollectiveBody::BlockOut(const Tensor& src, const std::vector<int64_t>& offset, Tensor* out) const {
+  if (device_memory_ == nullptr) {
+    CopyBlockOut(src, offset, out);
+    return absl::OkStatus();
   }
+  return device_memory_->CopyBox(device_, src, offset, out, std::vector<int64_t>(offset.size(), 0),
+                                 out->shape().dims());
+}
+
+absl::Status CollectiveBody::BlockIn(const Tensor& block, const std::vector<int64_t>& offset, Tensor* dst) const {
+  if (device_memory_ == nullptr) {
+    CopyBlockIn(block, offset, dst);
+    return absl::OkStatus();
+  }
+  return device_memory_->CopyBox(device_, block, std::vector<int64_t>(offset.size(), 0), dst, offset,
+                                 block.shape().dims());
+}
+
+absl::Status CollectiveBody::CopyBytes(const Tensor& from, char* to, int64_t bytes) const {
+  if (bytes <= 0) return absl::OkStatus();
+  if (device_memory_ != nullptr) {
+    return device_memory_->CopyWithinDevice(device_, static_cast<const char*>(from.raw_data()), to, bytes);
+  }
+  std::memcpy(to, from.raw_data(), static_cast<size_t>(bytes));
+  return absl::OkStatus();
 }
 
 absl::Status CollectiveBody::Act(ActIo& io) {
@@ -179,16 +199,17 @@ void CollectiveBody::Issue(comm::Communicator* comm, ActIo io, comm::CollectiveD
         comm->AllGather(in.raw_data(), out.raw_data(), counts, dtype, named);
         return;
       }
-      Tensor gathered = Scratch(&recv_scratch_, dtype, comm::SumCounts(counts));
+      absl::StatusOr<Tensor> scratch = ScratchOn(1, dtype, comm::SumCounts(counts));
+      if (!scratch.ok()) return named(scratch.status());
+      Tensor gathered = *scratch;
       comm->AllGather(in.raw_data(), gathered.raw_data(), counts, dtype, [this, gathered, out, named](const absl::Status& s) mutable {
-        if (s.ok()) {
-          int64_t offset = 0;
-          for (const Box& b : geometry_.in_boxes) {
-            if (b.volume > 0) CopyBlockIn(ViewAt(gathered, offset, b.shape), b.begin, &out);
-            offset += b.volume;
-          }
+        absl::Status status = s;
+        int64_t offset = 0;
+        for (const Box& b : geometry_.in_boxes) {
+          if (status.ok() && b.volume > 0) status = BlockIn(ViewAt(gathered, offset, b.shape), b.begin, &out);
+          offset += b.volume;
         }
-        named(s);
+        named(status);
       });
       return;
     }
@@ -199,12 +220,14 @@ void CollectiveBody::Issue(comm::Communicator* comm, ActIo io, comm::CollectiveD
         comm->ReduceScatter(in.raw_data(), out.raw_data(), counts, dtype, named);
         return;
       }
-      Tensor packed = Scratch(&send_scratch_, dtype, comm::SumCounts(counts));
+      absl::StatusOr<Tensor> scratch = ScratchOn(0, dtype, comm::SumCounts(counts));
+      if (!scratch.ok()) return named(scratch.status());
+      Tensor packed = *scratch;
       int64_t offset = 0;
       for (const Box& b : out_boxes) {
         if (b.volume > 0) {
           Tensor block = ViewAt(packed, offset, b.shape);
-          CopyBlockOut(in, b.begin, &block);
+          if (absl::Status s = BlockOut(in, b.begin, &block); !s.ok()) return named(s);
         }
         offset += b.volume;
       }
@@ -222,26 +245,30 @@ void CollectiveBody::Issue(comm::Communicator* comm, ActIo io, comm::CollectiveD
         receives.push_back(Intersect(in_boxes[j], mine_out));
         recv_counts.push_back(receives.back().volume);
       }
-      Tensor packed = Scratch(&send_scratch_, dtype, comm::SumCounts(send_counts));
-      Tensor gathered = Scratch(&recv_scratch_, dtype, comm::SumCounts(recv_counts));
+      absl::StatusOr<Tensor> send = ScratchOn(0, dtype, comm::SumCounts(send_counts));
+      if (!send.ok()) return named(send.status());
+      absl::StatusOr<Tensor> receive = ScratchOn(1, dtype, comm::SumCounts(recv_counts));
+      if (!receive.ok()) return named(receive.status());
+      Tensor packed = *send, gathered = *receive;
       int64_t offset = 0;
       for (const Box& b : sends) {
         if (b.volume > 0) {
           Tensor block = ViewAt(packed, offset, b.shape);
-          CopyBlockOut(in, relative(b, mine_in), &block);
+          if (absl::Status s = BlockOut(in, relative(b, mine_in), &block); !s.ok()) return named(s);
         }
         offset += b.volume;
       }
       comm->AllToAll(packed.raw_data(), send_counts, gathered.raw_data(), recv_counts, dtype,
-                     [gathered, out, receives, mine_out, relative, named](const absl::Status& s) mutable {
-                       if (s.ok()) {
-                         int64_t at = 0;
-                         for (const Box& b : receives) {
-                           if (b.volume > 0) CopyBlockIn(ViewAt(gathered, at, b.shape), relative(b, mine_out), &out);
-                           at += b.volume;
+                     [this, gathered, out, receives, mine_out, relative, named](const absl::Status& s) mutable {
+                       absl::Status status = s;
+                       int64_t at = 0;
+                       for (const Box& b : receives) {
+                         if (status.ok() && b.volume > 0) {
+                           status = BlockIn(ViewAt(gathered, at, b.shape), relative(b, mine_out), &out);
                          }
+                         at += b.volume;
                        }
-                       named(s);
+                       named(status);
                      });
       return;
     }

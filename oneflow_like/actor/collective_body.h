@@ -58,16 +58,13 @@ class CollectiveBody final : public ActBody {
 
   // The task's registers are in `device`'s memory of `memory` (a COLLECTIVE on a cuda placement,
   // the backend's memory_type() "cuda"): the library gets device pointers, and what the body
-  // packs itself (a bucket's slots, its gaps, scratch) goes through `memory` (device_backend.h).
-  // Before: host memory. Not owned.
+  // moves itself (a bucket's slots and gaps, boxes cut into and pasted from scratch) goes
+  // through `memory` (device_backend.h: CopyWithinDevice, ZeroDevice, CopyBox; synchronous, so
+  // the library's own stream sees the data). Default: host memory. Not owned.
   void UseDeviceMemory(DeviceBackend* memory, int32_t device) {
     device_memory_ = memory;
     device_ = device;
   }
-  // Unimplemented naming what, when this collective needs the body to move data between boxes
-  // itself (strided copies), which it does on the host only: an ALL_TO_ALL, an ALL_GATHER or
-  // REDUCE_SCATTER whose boxes are not row blocks, a REDUCE_SCATTER bucket.
-  absl::Status CheckDeviceSupport() const;
 
   bool IsAsync() const override { return true; }
   absl::Status Act(ActIo& io) override;  // synchronous fallback: Start and wait
@@ -100,6 +97,14 @@ class CollectiveBody final : public ActBody {
   static Box Intersect(const Box& a, const Box& b);
   // `cached` grown to at least `elements` elements of `dtype` (kept between firings).
   static Tensor Scratch(Tensor* cached, DataType dtype, int64_t elements);
+  // The same in the task's memory: host (Scratch), or device memory (UseDeviceMemory) kept in
+  // device_scratch_[which] (0: send, 1: receive).
+  absl::StatusOr<Tensor> ScratchOn(int which, DataType dtype, int64_t elements);
+  // CopyBlockOut / CopyBlockIn (core/shard_simulator.h) in the task's memory.
+  absl::Status BlockOut(const Tensor& src, const std::vector<int64_t>& offset, Tensor* out) const;
+  absl::Status BlockIn(const Tensor& block, const std::vector<int64_t>& offset, Tensor* dst) const;
+  // Bytes within the task's memory (host: memcpy).
+  absl::Status CopyBytes(const Tensor& from, char* to, int64_t bytes) const;
   // A view of `buffer` at element `offset`, shaped `shape`.
   static Tensor ViewAt(const Tensor& buffer, int64_t offset, const std::vector<int64_t>& shape);
 
@@ -115,8 +120,8 @@ class CollectiveBody final : public ActBody {
   Tensor send_scratch_, recv_scratch_;        // reused between firings (one act at a time)
   DeviceBackend* device_memory_ = nullptr;    // UseDeviceMemory
   int32_t device_ = 0;
-  char* device_scratch_ = nullptr;            // a device bucket's packed tensors (kept)
-  int64_t device_scratch_bytes_ = 0;
+  char* device_scratch_[2] = {nullptr, nullptr};  // ScratchOn on a device (kept between firings)
+  int64_t device_scratch_bytes_[2] = {0, 0};
 };
 
 }  // namespace actor

@@ -151,15 +151,9 @@ void CollectiveBody::DeviceBucketAllReduce(comm::Communicator* comm, ActIo io, b
   }
   int64_t total_bytes = 0;
   for (const Tensor& out : io.outputs) total_bytes += out.byte_size();
-  if (device_scratch_bytes_ < total_bytes) {
-    if (device_scratch_ != nullptr) memory->Free(device, device_scratch_);
-    device_scratch_ = nullptr;
-    absl::StatusOr<char*> scratch = memory->Allocate(device, total_bytes);
-    if (!scratch.ok()) return done(scratch.status());
-    device_scratch_ = *scratch;
-    device_scratch_bytes_ = total_bytes;
-  }
-  char* const packed = device_scratch_;
+  absl::StatusOr<Tensor> scratch = ScratchOn(0, dtype, total_bytes / element);
+  if (!scratch.ok()) return done(scratch.status());
+  char* const packed = Bytes(*scratch);
   int64_t at = 0;
   for (const Tensor& in : io.inputs) {
     if (absl::Status s = memory->CopyWithinDevice(device, Bytes(in), packed + at, in.byte_size()); !s.ok()) {
@@ -193,7 +187,7 @@ void CollectiveBody::BucketReduceScatter(comm::Communicator* comm, ActIo io, com
         std::vector<int64_t> at;
         for (size_t a = 0; a < box.begin.size(); ++a) at.push_back(box.begin[a] - mine.begin[a]);
         Tensor block = ViewAt(staging, offset, box.shape);
-        CopyBlockOut(io.inputs[k], at, &block);
+        if (absl::Status s = BlockOut(io.inputs[k], at, &block); !s.ok()) return done(s);
       }
       offset += box.volume;
       counts[j] += box.volume;
@@ -201,19 +195,20 @@ void CollectiveBody::BucketReduceScatter(comm::Communicator* comm, ActIo io, com
   }
   // Received apart from the staging slot: the interface does not promise an in-place
   // reduce-scatter (comm/collective.h).
-  Tensor block = Scratch(&recv_scratch_, dtype, counts[member_]);
+  absl::StatusOr<Tensor> received = ScratchOn(1, dtype, counts[member_]);
+  if (!received.ok()) return done(received.status());
+  Tensor block = *received;
   io.outputs.pop_back();
   comm->ReduceScatter(staging.raw_data(), block.raw_data(), counts, dtype,
-                      [block, outputs = std::move(io.outputs), done = std::move(done)](const absl::Status& s) {
+                      [this, block, outputs = std::move(io.outputs), done = std::move(done)](const absl::Status& s) {
+                        absl::Status status = s;
                         int64_t from = 0;
-                        for (size_t k = 0; s.ok() && k < outputs.size(); ++k) {
+                        for (size_t k = 0; status.ok() && k < outputs.size(); ++k) {
                           const int64_t bytes = outputs[k].byte_size();
-                          if (bytes > 0) {
-                            std::memcpy(Bytes(outputs[k]), Bytes(block) + from, static_cast<size_t>(bytes));
-                          }
+                          status = CopyBytes(ViewAt(block, from / SizeOf(block.dtype()), {1}), Bytes(outputs[k]), bytes);
                           from += bytes;
                         }
-                        done(s);
+                        done(status);
                       });
 }
 

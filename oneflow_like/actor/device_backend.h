@@ -83,6 +83,11 @@ class DeviceBackend {
   // bodies packing device buffers for the collective library, which runs on streams of its own).
   virtual absl::Status CopyWithinDevice(int32_t device, const char* from, char* to, int64_t bytes) = 0;
   virtual absl::Status ZeroDevice(int32_t device, char* data, int64_t bytes) = 0;
+  // to[to_offset + i] = from[from_offset + i] for every index i of `shape` (row-major tensors of
+  // one dtype in `device`'s memory; offsets per axis): a collective's boxes cut and pasted.
+  // Synchronous, like CopyWithinDevice.
+  virtual absl::Status CopyBox(int32_t device, const Tensor& from, const std::vector<int64_t>& from_offset, Tensor* to,
+                               const std::vector<int64_t>& to_offset, const std::vector<int64_t>& shape) = 0;
   // The body of one task. InvalidArgument naming the task when the backend cannot run it (e.g.
   // an op without a kernel on this device).
   virtual absl::StatusOr<std::unique_ptr<ActBody>> MakeBody(DeviceTask task) = 0;

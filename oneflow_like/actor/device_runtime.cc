@@ -45,7 +45,65 @@ class DeviceAccumulateBody final : public ActBody, public Accumulation {
   std::unique_ptr<ActBody> copy_, add_;
 };
 
+// BOXING_SLICE / BOXING_CONCAT / BOXING_ADD within a rank on device memory: boxes cut and pasted
+// and sums made by the backend, run to completion (synchronous; these are small and few).
+class DeviceBoxingBody final : public ActBody {
+ public:
+  DeviceBoxingBody(DeviceBackend* backend, int32_t device, TaskProto::Type type,
+                   std::vector<std::vector<int64_t>> begins, std::unique_ptr<ActBody> add)
+      : backend_(backend), device_(device), type_(type), begins_(std::move(begins)), add_(std::move(add)) {}
+  absl::Status Act(ActIo& io) override {
+    switch (type_) {
+      case TaskProto::BOXING_SLICE:  // outputs[k] = region k of inputs[0]
+        for (size_t k = 0; k < io.outputs.size(); ++k) {
+          Tensor& out = io.outputs[k];
+          RETURN_IF_ERROR(backend_->CopyBox(device_, io.inputs[0], begins_[k], &out,
+                                            std::vector<int64_t>(begins_[k].size(), 0), out.shape().dims()));
+        }
+        return absl::OkStatus();
+      case TaskProto::BOXING_CONCAT: {  // outputs[0] = zeros, then region k = inputs[k]
+        Tensor& out = io.outputs[0];
+        RETURN_IF_ERROR(backend_->ZeroDevice(device_, static_cast<char*>(out.raw_data()), out.byte_size()));
+        for (size_t k = 0; k < io.inputs.size(); ++k) {
+          RETURN_IF_ERROR(backend_->CopyBox(device_, io.inputs[k], std::vector<int64_t>(begins_[k].size(), 0), &out,
+                                            begins_[k], io.inputs[k].shape().dims()));
+        }
+        return absl::OkStatus();
+      }
+      default: {  // BOXING_ADD: outputs[0] = inputs[0] + inputs[1] + ...
+        Tensor& out = io.outputs[0];
+        if (io.inputs[0].raw_data() != out.raw_data()) {
+          RETURN_IF_ERROR(backend_->CopyWithinDevice(device_, static_cast<const char*>(io.inputs[0].raw_data()),
+                                                     static_cast<char*>(out.raw_data()), out.byte_size()));
+        }
+        for (size_t k = 1; k < io.inputs.size(); ++k) {
+          ActIo add;
+          add.inputs.push_back(io.inputs[k]);
+          add.outputs.push_back(out);
+          RETURN_IF_ERROR(add_->Act(add));
+        }
+        return absl::OkStatus();
+      }
+    }
+  }
+
+ private:
+  DeviceBackend* backend_;
+  int32_t device_;
+  TaskProto::Type type_;
+  std::vector<std::vector<int64_t>> begins_;
+  std::unique_ptr<ActBody> add_;
+};
+
 }  // namespace
+
+absl::StatusOr<std::unique_ptr<ActBody>> Runtime::MakeDeviceBoxingBody(const TaskProto& task, DeviceTask device_task,
+                                                                      std::vector<std::vector<int64_t>> begins) const {
+  device_task.kind = DeviceTask::Kind::kAdd;
+  ASSIGN_OR_RETURN(std::unique_ptr<ActBody> add, MakeDeviceBody(task, std::move(device_task)));
+  return std::unique_ptr<ActBody>(std::make_unique<DeviceBoxingBody>(env_.device_backend, task.device().index(),
+                                                                     task.type(), std::move(begins), std::move(add)));
+}
 
 absl::StatusOr<char*> Runtime::AllocateDeviceBlock(const MemoryBlockProto& block) {
   if (env_.device_backend == nullptr || env_.device_backend->type() != block.device().type()) {

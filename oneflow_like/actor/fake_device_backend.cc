@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "oneflow_like/core/shard_simulator.h"
 
 namespace oneflow_like {
 namespace actor {
@@ -197,6 +198,22 @@ absl::Status FakeDeviceBackend::ZeroDevice(int32_t device, char* data, int64_t b
                                             " bytes outside the allocations"));
   }
   if (bytes > 0) std::memset(dst, 0, static_cast<size_t>(bytes));
+  return absl::OkStatus();
+}
+
+absl::Status FakeDeviceBackend::CopyBox(int32_t device, const Tensor& from, const std::vector<int64_t>& from_offset,
+                                        Tensor* to, const std::vector<int64_t>& to_offset,
+                                        const std::vector<int64_t>& shape) {
+  char* src = Shadow(from.raw_data(), from.byte_size());
+  char* dst = Shadow(to->raw_data(), to->byte_size());
+  if ((from.byte_size() > 0 && src == nullptr) || (to->byte_size() > 0 && dst == nullptr)) {
+    return absl::InternalError(absl::StrCat("fake device ", device, ": CopyBox outside the allocations"));
+  }
+  // Through a contiguous block of `shape`: out of `from`, then into `to` (core/shard_simulator.h).
+  Tensor block(TensorDesc{from.dtype(), Shape(shape)});
+  CopyBlockOut(Tensor::Borrow(from.desc(), src), from_offset, &block);
+  Tensor target = Tensor::Borrow(to->desc(), dst);
+  CopyBlockIn(block, to_offset, &target);
   return absl::OkStatus();
 }
 

@@ -45,6 +45,8 @@ class FakeDeviceBackend final : public DeviceBackend {
   absl::Status CopyToHost(int32_t device, const char* device_data, void* host, int64_t bytes) override;
   absl::Status CopyWithinDevice(int32_t device, const char* from, char* to, int64_t bytes) override;
   absl::Status ZeroDevice(int32_t device, char* data, int64_t bytes) override;
+  absl::Status CopyBox(int32_t device, const Tensor& from, const std::vector<int64_t>& from_offset, Tensor* to,
+                       const std::vector<int64_t>& to_offset, const std::vector<int64_t>& shape) override;
   absl::StatusOr<std::unique_ptr<ActBody>> MakeBody(DeviceTask task) override;
 
   // The shadow (host-readable) address of device address `p`; nullptr if `p` is not inside an

@@ -291,6 +291,9 @@ class Runtime final : public ActorHost {
   absl::StatusOr<Tensor> ReadSlot(const RegisterLayout& layout, int32_t buffer, int32_t slot) const;
   // The body of a task on the device (tasks whose DeviceProto.type is not "cpu").
   absl::StatusOr<std::unique_ptr<ActBody>> MakeDeviceBody(const TaskProto& task, DeviceTask device_task) const;
+  // A BOXING_SLICE / CONCAT / ADD within the rank on the device (`begins`: the regions' corners).
+  absl::StatusOr<std::unique_ptr<ActBody>> MakeDeviceBoxingBody(const TaskProto& task, DeviceTask device_task,
+                                                               std::vector<std::vector<int64_t>> begins) const;
   // An ACCUMULATE on the device: its running sums (one per payload, `sums`) in device memory.
   absl::StatusOr<std::unique_ptr<ActBody>> MakeDeviceAccumulateBody(const DeviceTask& task,
                                                                    const std::vector<TensorDesc>& sums) const;

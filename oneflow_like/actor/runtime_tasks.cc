@@ -131,10 +131,9 @@ absl::StatusOr<Runtime::TaskSetup> Runtime::SetUpTask(const TaskProto& task, int
     device_task.kind = kind;
     return MakeDeviceBody(task, device_task);
   };
-  if (on_device && (task.type() == TaskProto::TRANSFER || task.type() == TaskProto::BOXING_SLICE ||
-                    task.type() == TaskProto::BOXING_CONCAT || task.type() == TaskProto::BOXING_ADD)) {
+  if (on_device && task.type() == TaskProto::TRANSFER) {
     return absl::UnimplementedError(absl::StrCat(
-        TaskLabel(task), ": a ", TaskProto::Type_Name(task.type()), " on device '", task.device().type(),
+        TaskLabel(task), ": a TRANSFER on device '", task.device().type(),
         "' is not supported yet: registers on a device cross ranks through the device's collective library "
         "(NCCL): compile with --boxing=collective"));
   }
@@ -241,7 +240,9 @@ absl::StatusOr<Runtime::TaskSetup> Runtime::SetUpTask(const TaskProto& task, int
         if (!ok) return error("region ", k, " does not match part ", part.ToString(), " of ", whole.ToString());
         begins.emplace_back(r.begin().begin(), r.begin().end());
       }
-      if (slice) {
+      if (on_device) {
+        ASSIGN_OR_RETURN(setup.body, MakeDeviceBoxingBody(task, device_task, std::move(begins)));
+      } else if (slice) {
         setup.body = std::make_unique<SliceBody>(std::move(begins));
       } else {
         setup.body = std::make_unique<ConcatBody>(std::move(begins));
@@ -254,7 +255,11 @@ absl::StatusOr<Runtime::TaskSetup> Runtime::SetUpTask(const TaskProto& task, int
       for (size_t i = 0; i < spec->payload_inputs.size(); ++i) {
         if (in_desc(i) != out_desc(0)) return error("adds ", in_desc(i).ToString(), " into ", out_desc(0).ToString());
       }
-      setup.body = std::make_unique<AddBody>();
+      if (on_device) {
+        ASSIGN_OR_RETURN(setup.body, MakeDeviceBoxingBody(task, device_task, {}));
+      } else {
+        setup.body = std::make_unique<AddBody>();
+      }
       break;
     case TaskProto::TICK:
       setup.body = std::make_unique<FunctionBody>([](ActIo&) { return absl::OkStatus(); });
@@ -396,10 +401,7 @@ absl::StatusOr<Runtime::TaskSetup> Runtime::SetUpTask(const TaskProto& task, int
       }
       auto body = std::make_unique<CollectiveBody>(env_.collectives, params,
                                                    static_cast<int32_t>(me - params.ranks().begin()), task.name());
-      if (on_device) {
-        body->UseDeviceMemory(env_.device_backend, task.device().index());
-        if (absl::Status s = body->CheckDeviceSupport(); !s.ok()) return absl::Status(s.code(), error(s.message()).message());
-      }
+      if (on_device) body->UseDeviceMemory(env_.device_backend, task.device().index());
       setup.body = std::move(body);
       break;
     }

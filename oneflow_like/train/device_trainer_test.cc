@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "oneflow_like/actor/fake_device_backend.h"
 #include "oneflow_like/actor/fake_device_collectives.h"
@@ -226,6 +227,42 @@ TEST_F(DeviceTrainerTest, DataParallelOnDeviceMemoryThroughDeviceCollectives) {
     EXPECT_GT(made[0]->calls(), 0);  // the gradients went through the device collectives
     ASSERT_TRUE((*t)->session()->Close().ok());
   }
+}
+
+// Tensor parallelism on device memory with collective boxing (tp2, dp2 x tp2): all-gathers and
+// reduce-scatters of column blocks (boxes cut and pasted by the device), local slices and concats
+// on the device; the losses equal the CPU run's bit for bit.
+TEST_F(DeviceTrainerTest, TensorParallelOnDeviceMemory) {
+  struct Layout {
+    int dp, tp;
+  };
+  for (Layout l : {Layout{1, 2}, Layout{2, 2}}) {
+    SCOPED_TRACE(absl::StrCat("dp", l.dp, " tp", l.tp));
+    TrainerOptions cpu = TinyGpt();
+    cpu.layout.dp = l.dp;
+    cpu.layout.tp = l.tp;
+    cpu.boxing = compiler::BoxingStyle::kCollective;
+    const std::vector<double> want = Train(cpu, 3, registry_.get());
+    ASSERT_EQ(want.size(), 3u);
+    TrainerOptions cuda = OnFakeCuda(cpu);
+    cuda.collective_factory = [this](comm::RendezvousStore* store, int32_t rank, int32_t world)
+        -> absl::StatusOr<std::unique_ptr<comm::CollectiveBackend>> {
+      ASSIGN_OR_RETURN(std::unique_ptr<comm::CollectiveBackend> gloo, comm::CreateGlooBackend(store, rank, world));
+      return std::unique_ptr<comm::CollectiveBackend>(
+          std::make_unique<actor::FakeDeviceCollectives>(std::move(gloo), &device_));
+    };
+    EXPECT_EQ(Train(cuda, 3, registry_.get()), want);
+  }
+}
+
+TEST_F(DeviceTrainerTest, PipelineStagesOnDevicesSayTransfersAreNotSupportedYet) {
+  TrainerOptions o = OnFakeCuda(TinyGpt());
+  o.gpt.n_layer = 2;
+  o.layout.pp = 2;
+  absl::StatusOr<std::unique_ptr<Trainer>> t = Trainer::Create(o, registry_.get());
+  ASSERT_EQ(t.status().code(), absl::StatusCode::kUnimplemented) << t.status();
+  EXPECT_NE(t.status().message().find("a TRANSFER on device 'cuda' is not supported yet"), std::string::npos)
+      << t.status();
 }
 
 TEST_F(DeviceTrainerTest, ACudaCollectiveWithAHostBackendIsRefused) {

@@ -207,6 +207,31 @@ absl::Status CudaBackend::ZeroDevice(int32_t device, char* data, int64_t bytes) 
   return s->stream.Synchronize();
 }
 
+absl::Status CudaBackend::CopyBox(int32_t device, const Tensor& from, const std::vector<int64_t>& from_offset,
+                                  Tensor* to, const std::vector<int64_t>& to_offset, const std::vector<int64_t>& shape) {
+  int64_t count = 1;
+  for (int64_t d : shape) count *= d;
+  if (count == 0) return absl::OkStatus();
+  // Row-major strides (elements) of both tensors; the box's first element in each.
+  auto strides = [](const Shape& s) {
+    std::vector<int64_t> st(static_cast<size_t>(s.num_axes()), 1);
+    for (int a = s.num_axes() - 2; a >= 0; --a) st[a] = st[a + 1] * s.dim(a + 1);
+    return st;
+  };
+  const std::vector<int64_t> from_strides = strides(from.shape()), to_strides = strides(to->shape());
+  int64_t from_at = 0, to_at = 0;
+  for (size_t a = 0; a < shape.size(); ++a) {
+    from_at += from_offset[a] * from_strides[a];
+    to_at += to_offset[a] * to_strides[a];
+  }
+  const int64_t elem = SizeOf(from.dtype());
+  ASSIGN_OR_RETURN(Stream * s, StreamFor(device, -1));
+  RETURN_IF_ERROR(cuda::StridedCopy(shape, elem, static_cast<char*>(to->raw_data()) + to_at * elem, to_strides,
+                                    static_cast<const char*>(from.raw_data()) + from_at * elem, from_strides,
+                                    s->stream.get()));
+  return s->stream.Synchronize();
+}
+
 absl::StatusOr<std::unique_ptr<ActBody>> CudaBackend::MakeBody(DeviceTask task) {
   RETURN_IF_ERROR(Use(task.device));
   const cuda::CudaKernelFn* kernel = nullptr;
