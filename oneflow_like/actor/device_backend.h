@@ -8,8 +8,11 @@
 //                        edges: variable initialization and checkpoints, an INPUT source's fed
 //                        shard, the accumulator of an ACCUMULATE
 //   MakeBody             the body of a task on the device: COMPUTE (the op's device kernel),
-//                        COPY host <-> device, and the copies / sums of TRANSFER-free firing
-//                        rules (REPEAT, ACCUMULATE, a variable holder absorbing its update)
+//                        COPY host <-> device, a TRANSFER's received bytes to the device, and
+//                        the copies / sums of the firing rules (REPEAT, ACCUMULATE, a variable
+//                        holder absorbing its update)
+//   CopyWithinDevice, ZeroDevice, CopyBox
+//                        synchronous data movement for collective and boxing bodies
 // Bodies are asynchronous (ActBody::IsAsync): Start enqueues the work on the stream of the
 // task's (device, stream_id) and returns at once; `finished` is called from the backend's thread
 // once the stream has done it (a CUDA host callback after the kernels), never by blocking an
@@ -18,9 +21,12 @@
 // Ordering: an actor tells its consumers only after `finished`, so work on different streams is
 // ordered through the actors' messages; within a stream, in enqueue order.
 //
-// What a plan on a device may not do yet (Runtime::Create refuses it, naming the task): a
-// TRANSFER or boxing task on the device (registers cross ranks through collectives: NCCL is the
-// collectives issue's backend), and a COLLECTIVE on device registers through a host backend.
+// Across ranks: a COLLECTIVE on device registers needs a collective backend of device memory
+// (comm::CollectiveBackend::memory_type(): NCCL; Runtime::Create refuses gloo there, naming both);
+// the body moves boxes with CopyWithinDevice / ZeroDevice / CopyBox. A TRANSFER of a device
+// register is staged through the host: the producer's rank copies its slots to the host before
+// sending (Runtime::SendRemoteFrom), the consumer's TRANSFER copies the received bytes to its
+// device (kHostToDevice). Boxing slices, concats and sums within a rank run on the device.
 //
 // Implementations: cuda_backend (actor/cuda, built with the CUDA toolkit; runs where a GPU
 // is visible) and FakeDeviceBackend (fake_device_backend.h, tests): device memory the host

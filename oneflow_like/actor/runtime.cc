@@ -206,7 +206,26 @@ void Runtime::SendRemoteFrom(int32_t tid, Rank to, const RemoteMessage& message)
   // Handed over (not copied again): a TCP link queues it and writes what the socket does not
   // take at once from its I/O thread, so this thread never waits for the peer to read.
   absl::Status status;
-  if (message.kind == RemoteKind::kReady && message.payload.empty() && message.payload_parts.size() == 1) {
+  const int32_t device = message.kind == RemoteKind::kReady ? DeviceOf(message.register_id.value()) : -1;
+  if (device >= 0) {
+    // A register in device memory: its slots come to the host first (the producer's act is
+    // complete), then travel like any payload; the consumer's TRANSFER copies them to its device.
+    RemoteMessage staged = message;
+    staged.payload_parts.clear();
+    staged.payload.resize(static_cast<size_t>(message.payload_size()));
+    size_t at = 0;
+    for (absl::string_view part : message.payload_parts) {
+      if (status.ok()) {
+        status = env_.device_backend->CopyToHost(device, part.data(), &staged.payload[at], static_cast<int64_t>(part.size()));
+      }
+      at += part.size();
+    }
+    if (status.ok()) {
+      std::string wire = env_.transport->TakeBuffer(staged.payload.size() + 64);
+      EncodeRemoteMessageInto(staged, &wire);
+      status = env_.transport->SendOwned(to, std::move(wire));
+    }
+  } else if (message.kind == RemoteKind::kReady && message.payload.empty() && message.payload_parts.size() == 1) {
     // One slot of a planned (registered) register: its bytes stay put until the consumer returns
     // the buffer, so an RDMA transport lets the consumer read them in place (SendRegistered).
     RemoteMessage header = message;

@@ -131,12 +131,6 @@ absl::StatusOr<Runtime::TaskSetup> Runtime::SetUpTask(const TaskProto& task, int
     device_task.kind = kind;
     return MakeDeviceBody(task, device_task);
   };
-  if (on_device && task.type() == TaskProto::TRANSFER) {
-    return absl::UnimplementedError(absl::StrCat(
-        TaskLabel(task), ": a TRANSFER on device '", task.device().type(),
-        "' is not supported yet: registers on a device cross ranks through the device's collective library "
-        "(NCCL): compile with --boxing=collective"));
-  }
   // Payloads must be in the memory the body reads and writes (a malformed plan would otherwise
   // have the host touch device memory): the task's device, or a COPY's two ends. SOURCE and SINK
   // bodies copy either way.
@@ -144,7 +138,8 @@ absl::StatusOr<Runtime::TaskSetup> Runtime::SetUpTask(const TaskProto& task, int
     auto device_of = [](const DeviceProto& d) { return IsHost(d) ? -1 : d.index(); };
     const bool copy = task.type() == TaskProto::COPY;
     const int32_t here = on_device ? task.device().index() : -1;
-    const int32_t in_device = copy ? device_of(task.copy().from()) : here;
+    // A TRANSFER reads its mirror's staging, host memory wherever the producer's register is.
+    const int32_t in_device = copy ? device_of(task.copy().from()) : task.type() == TaskProto::TRANSFER ? -1 : here;
     const int32_t out_device = copy ? device_of(task.copy().to()) : here;
     auto where = [](int32_t device) { return device < 0 ? std::string("host") : absl::StrCat("device ", device); };
     for (size_t i = 0; i < spec->payload_inputs.size(); ++i) {
@@ -213,7 +208,11 @@ absl::StatusOr<Runtime::TaskSetup> Runtime::SetUpTask(const TaskProto& task, int
       if (spec->inputs.size() != 1 || spec->inputs[0].mirror == nullptr)
         return error("a TRANSFER consumes exactly one remote register");
       RETURN_IF_ERROR(check_pairwise());
-      setup.body = std::make_unique<CopyBody>();
+      if (on_device) {  // the mirror's host staging to the device
+        ASSIGN_OR_RETURN(setup.body, device_body(DeviceTask::Kind::kHostToDevice));
+      } else {
+        setup.body = std::make_unique<CopyBody>();
+      }
       break;
     case TaskProto::BOXING_SLICE:
     case TaskProto::BOXING_CONCAT: {

@@ -189,12 +189,14 @@ TEST_F(DeviceTrainerTest, ACpuTaskOnDeviceMemoryIsRefusedBeforeItRuns) {
       << session.status();
 }
 
-TEST_F(DeviceTrainerTest, DataParallelCudaWithPointToPointBoxingSaysItNeedsCollectives) {
-  TrainerOptions o = OnFakeCuda(TinyGpt());
-  o.layout.dp = 2;
-  absl::StatusOr<std::unique_ptr<Trainer>> t = Trainer::Create(o, registry_.get());
-  ASSERT_EQ(t.status().code(), absl::StatusCode::kUnimplemented) << t.status();
-  EXPECT_NE(t.status().message().find("--boxing=collective"), std::string::npos) << t.status();
+// Point-to-point boxing between "GPUs" (dp2, the CPU default): transfers staged through the host,
+// slices, concats and sums of the boxing on the device; losses as on the CPU.
+TEST_F(DeviceTrainerTest, DataParallelPointToPointBoxingOnDevices) {
+  TrainerOptions cpu = TinyGpt();
+  cpu.layout.dp = 2;
+  const std::vector<double> want = Train(cpu, 3, registry_.get());
+  ASSERT_EQ(want.size(), 3u);
+  EXPECT_EQ(Train(OnFakeCuda(cpu), 3, registry_.get()), want);
 }
 
 // Data parallelism across "GPUs" with collective boxing: gradients all-reduced on device memory
@@ -257,14 +259,31 @@ TEST_F(DeviceTrainerTest, TensorParallelOnDeviceMemory) {
   }
 }
 
-TEST_F(DeviceTrainerTest, PipelineStagesOnDevicesSayTransfersAreNotSupportedYet) {
-  TrainerOptions o = OnFakeCuda(TinyGpt());
-  o.gpt.n_layer = 2;
-  o.layout.pp = 2;
-  absl::StatusOr<std::unique_ptr<Trainer>> t = Trainer::Create(o, registry_.get());
-  ASSERT_EQ(t.status().code(), absl::StatusCode::kUnimplemented) << t.status();
-  EXPECT_NE(t.status().message().find("a TRANSFER on device 'cuda' is not supported yet"), std::string::npos)
-      << t.status();
+// Pipeline stages on devices (pp2, and pp2 x dp2 with collectives): activations and gradients
+// cross ranks as TRANSFERs: the producer's device register comes to the host before it is sent,
+// the consumer's TRANSFER copies the received bytes to its device. Losses as on the CPU.
+TEST_F(DeviceTrainerTest, PipelineStagesOnDevices) {
+  for (int dp : {1, 2}) {
+    SCOPED_TRACE(absl::StrCat("pp2 dp", dp));
+    TrainerOptions cpu = TinyGpt(/*micro_batches=*/2);
+    cpu.batch = 2 * dp;  // a piece of one row per data-parallel rank
+    cpu.gpt.n_layer = 2;
+    cpu.layout.pp = 2;
+    cpu.layout.dp = dp;
+    if (dp > 1) cpu.boxing = compiler::BoxingStyle::kCollective;
+    const std::vector<double> want = Train(cpu, 3, registry_.get());
+    ASSERT_EQ(want.size(), 3u);
+    TrainerOptions cuda = OnFakeCuda(cpu);
+    cuda.collective_factory = [this](comm::RendezvousStore* store, int32_t rank, int32_t world)
+        -> absl::StatusOr<std::unique_ptr<comm::CollectiveBackend>> {
+      ASSIGN_OR_RETURN(std::unique_ptr<comm::CollectiveBackend> gloo, comm::CreateGlooBackend(store, rank, world));
+      return std::unique_ptr<comm::CollectiveBackend>(
+          std::make_unique<actor::FakeDeviceCollectives>(std::move(gloo), &device_));
+    };
+    const int64_t to_host = device_.bytes_to_host();
+    EXPECT_EQ(Train(cuda, 3, registry_.get()), want);
+    EXPECT_GT(device_.bytes_to_host(), to_host);  // device registers staged for sending
+  }
 }
 
 TEST_F(DeviceTrainerTest, ACudaCollectiveWithAHostBackendIsRefused) {
