@@ -1,7 +1,8 @@
 // `--device=cuda` training on a real GPU (actor/cuda/cuda_backend.h) against the CPU run of the
 // same job: losses within a float32 tolerance (the CUDA kernels sum in other orders), with
-// micro-batches (ACCUMULATE on the device) and a checkpoint saved on the GPU and loaded on the
-// CPU. Skips, naming CUDA's reason, where no GPU is visible (built manual, run by
+// micro-batches (ACCUMULATE on the device), two ranks sharing the GPU (dp2 and pp2: transfers
+// staged through the host, boxing on the GPU) and a checkpoint saved on the GPU and loaded on
+// the CPU. Skips, naming CUDA's reason, where no GPU is visible (built manual, run by
 // tools/gpu/run_checks.sh on a GPU machine).
 #include <cmath>
 #include <filesystem>
@@ -81,6 +82,24 @@ TEST_F(CudaTrainerTest, MicroBatchesMatchTheCpuRun) {
   const std::vector<double> cpu = Train(SmallGpt(2), false, 4);
   ASSERT_EQ(cpu.size(), 4u);
   ExpectClose(Train(SmallGpt(2), true, 4), cpu);
+}
+
+// Two ranks on the one GPU (in process), point-to-point boxing: gradients cross ranks as
+// TRANSFERs staged through the host, the boxing's slices and sums run on the GPU; pipeline
+// stages likewise. Against the CPU runs of the same layouts.
+TEST_F(CudaTrainerTest, TwoRanksOnOneGpuMatchTheCpuRuns) {
+  for (bool pipeline : {false, true}) {
+    SCOPED_TRACE(pipeline ? "pp2" : "dp2");
+    TrainerOptions o = SmallGpt(2);
+    if (pipeline) {
+      o.layout.pp = 2;
+    } else {
+      o.layout.dp = 2;
+    }
+    const std::vector<double> cpu = Train(o, false, 3);
+    ASSERT_EQ(cpu.size(), 3u);
+    ExpectClose(Train(o, true, 3), cpu);
+  }
 }
 
 TEST_F(CudaTrainerTest, ACheckpointSavedOnTheGpuResumesOnTheCpu) {
