@@ -149,6 +149,37 @@ absl::Status Runtime::CheckDeviceMemory(const RankPlanProto& rank_plan) const {
   return absl::OkStatus();
 }
 
+// Payloads must be in the memory the body reads and writes (a malformed plan would otherwise
+// have the host touch device memory): the task's device, a COPY's two ends, a TRANSFER's mirror
+// staging (host memory wherever the producer's register is). SOURCE and SINK bodies copy either
+// way.
+absl::Status Runtime::CheckPayloadMemory(const TaskProto& task, const ActorSpec& spec,
+                                         const std::vector<const RegisterLayout*>& in_layouts,
+                                         const std::vector<const RegisterLayout*>& out_layouts) const {
+  if (task.type() == TaskProto::SOURCE || task.type() == TaskProto::SINK) return absl::OkStatus();
+  auto device_of = [](const DeviceProto& d) { return d.type().empty() || d.type() == "cpu" ? -1 : d.index(); };
+  const bool copy = task.type() == TaskProto::COPY;
+  const int32_t here = device_of(task.device());
+  const int32_t in_device = copy ? device_of(task.copy().from()) : task.type() == TaskProto::TRANSFER ? -1 : here;
+  const int32_t out_device = copy ? device_of(task.copy().to()) : here;
+  auto where = [](int32_t device) { return device < 0 ? std::string("host") : absl::StrCat("device ", device); };
+  auto check = [&](const std::vector<PayloadRef>& refs, const std::vector<const RegisterLayout*>& layouts,
+                   int32_t expected, const char* side, const char* verb) -> absl::Status {
+    for (size_t i = 0; i < refs.size(); ++i) {
+      const RegisterLayout* l = layouts[refs[i].port];
+      const int32_t actual = DeviceOf(l->id.value());
+      if (actual != expected) {
+        return absl::InvalidArgumentError(absl::StrCat("task '", task.name(), "' (id ", task.id(), "): payload ", side,
+                                                       " ", i, " (register '", l->name, "') is in ", where(actual),
+                                                       " memory, but the task ", verb, " ", where(expected), " memory"));
+      }
+    }
+    return absl::OkStatus();
+  };
+  RETURN_IF_ERROR(check(spec.payload_inputs, in_layouts, in_device, "input", "reads"));
+  return check(spec.payload_outputs, out_layouts, out_device, "output", "writes");
+}
+
 int32_t Runtime::DeviceOf(int64_t register_id) const {
   auto it = device_of_register_.find(register_id);
   return it == device_of_register_.end() ? -1 : it->second;

@@ -289,6 +289,10 @@ class Runtime final : public ActorHost {
   // Host <-> a register slot's bytes, wherever they are (VARIABLE bindings, INPUT sources).
   absl::Status WriteSlot(const RegisterLayout& layout, int32_t buffer, int32_t slot, const Tensor& host) const;
   absl::StatusOr<Tensor> ReadSlot(const RegisterLayout& layout, int32_t buffer, int32_t slot) const;
+  // InvalidArgument naming the task when a payload is not in the memory its body uses.
+  absl::Status CheckPayloadMemory(const TaskProto& task, const ActorSpec& spec,
+                                  const std::vector<const RegisterLayout*>& in_layouts,
+                                  const std::vector<const RegisterLayout*>& out_layouts) const;
   // The body of a task on the device (tasks whose DeviceProto.type is not "cpu").
   absl::StatusOr<std::unique_ptr<ActBody>> MakeDeviceBody(const TaskProto& task, DeviceTask device_task) const;
   // A BOXING_SLICE / CONCAT / ADD within the rank on the device (`begins`: the regions' corners).

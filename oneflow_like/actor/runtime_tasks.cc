@@ -131,32 +131,7 @@ absl::StatusOr<Runtime::TaskSetup> Runtime::SetUpTask(const TaskProto& task, int
     device_task.kind = kind;
     return MakeDeviceBody(task, device_task);
   };
-  // Payloads must be in the memory the body reads and writes (a malformed plan would otherwise
-  // have the host touch device memory): the task's device, or a COPY's two ends. SOURCE and SINK
-  // bodies copy either way.
-  if (task.type() != TaskProto::SOURCE && task.type() != TaskProto::SINK) {
-    auto device_of = [](const DeviceProto& d) { return IsHost(d) ? -1 : d.index(); };
-    const bool copy = task.type() == TaskProto::COPY;
-    const int32_t here = on_device ? task.device().index() : -1;
-    // A TRANSFER reads its mirror's staging, host memory wherever the producer's register is.
-    const int32_t in_device = copy ? device_of(task.copy().from()) : task.type() == TaskProto::TRANSFER ? -1 : here;
-    const int32_t out_device = copy ? device_of(task.copy().to()) : here;
-    auto where = [](int32_t device) { return device < 0 ? std::string("host") : absl::StrCat("device ", device); };
-    for (size_t i = 0; i < spec->payload_inputs.size(); ++i) {
-      const RegisterLayout* l = in_layouts[spec->payload_inputs[i].port];
-      if (DeviceOf(l->id.value()) != in_device) {
-        return error("payload input ", i, " (register '", l->name, "') is in ", where(DeviceOf(l->id.value())),
-                     " memory, but the task reads ", where(in_device), " memory");
-      }
-    }
-    for (size_t i = 0; i < spec->payload_outputs.size(); ++i) {
-      const RegisterLayout* l = out_layouts[spec->payload_outputs[i].port];
-      if (DeviceOf(l->id.value()) != out_device) {
-        return error("payload output ", i, " (register '", l->name, "') is in ", where(DeviceOf(l->id.value())),
-                     " memory, but the task writes ", where(out_device), " memory");
-      }
-    }
-  }
+  RETURN_IF_ERROR(CheckPayloadMemory(task, *spec, in_layouts, out_layouts));
   TaskSetup setup;
   switch (task.type()) {
     case TaskProto::COMPUTE: {
