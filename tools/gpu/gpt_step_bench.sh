@@ -16,9 +16,12 @@ peak_tflops=67
 if ! nvidia-smi -L >/dev/null 2>&1; then echo "gpt_step_bench: no GPU visible; skipped"; exit 0; fi
 [ -x "$oltrain" ] || { echo "gpt_step_bench: $oltrain missing (pack.sh carries it)"; exit 0; }
 ours="$("$oltrain" --model=gpt --device=cuda $dims --steps=30 --warmup=5 2>&1 | tee /dev/stderr | grep RESULT | tail -1)"
+ours_tf32="$(OL_CUDA_TF32=1 "$oltrain" --model=gpt --device=cuda $dims --steps=30 --warmup=5 2>&1 | tee /dev/stderr \
+  | grep RESULT | tail -1)"
 peer_args="$(echo "$dims" | sed 's/=/ /g')"
 peer="$(python3 tools/gpu/torch_gpt_cuda.py $peer_args 2>&1 | tee /dev/stderr | grep RESULT | tail -1)"
 ours_ms="$(echo "$ours" | sed -n 's/.*median_ms_per_step=\([0-9.]*\).*/\1/p')"
+tf32_ms="$(echo "$ours_tf32" | sed -n 's/.*median_ms_per_step=\([0-9.]*\).*/\1/p')"
 peer_ms="$(echo "$peer" | sed -n 's/.*ms_per_step=\([0-9.]*\).*/\1/p')"
 # The step's matmul GFLOP (forward, input and weight gradients; attention's full T x T), as
 # tools/bench/peers/torch_gpt.py's gemm_gflop_per_step counts them.
@@ -42,6 +45,7 @@ row() {
     tf = g / ms; printf "| %s | %.2f | %.0f | %.2f | %.1f%% |\n", n, ms, t / (ms / 1e3), tf, 100 * tf / p }'
 }
 row "oneflow_like (oltrain_cuda)" "$ours_ms" "$gflop" "$tokens"
+row "oneflow_like, OL_CUDA_TF32=1 (TF32 matmuls; % of the FP32 peak)" "$tf32_ms" "$gflop" "$tokens"
 row "PyTorch eager" "$peer_ms" "$gflop" "$tokens"
 awk -v a="$ours_ms" -v b="$peer_ms" 'BEGIN { if (a > 0 && b > 0) printf "ours / PyTorch (time): %.2f\n", a / b }'
 awk -v p="$predicted_ms" -v m="$ours_ms" 'BEGIN { if (p > 0 && m > 0) printf "olplan predicted (h100_fp32 profile): %.2f ms, measured %.2f ms: %+.0f%%\n", p, m, (p / m - 1) * 100 }'

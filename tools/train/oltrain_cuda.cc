@@ -2,11 +2,13 @@
 // jobs run on the GPUs; cpu jobs run as with oltrain. Built with the CUDA toolkit only:
 //   tools/bazel.sh build -c opt //tools/train:oltrain_cuda     (tagged manual)
 // The process's GPU: OL_CUDA_DEVICE, else LOCAL_RANK (olrun sets it: one process per GPU), else 0.
+// OL_CUDA_TF32=1 lets float32 matmuls use TF32 tensor cores (default: full FP32).
 // Without a visible GPU a cuda job fails naming CUDA's reason; cpu jobs are unaffected.
 // COLLECTIVE tasks run through NCCL (comm/nccl_collective.h) on that GPU; gloo is not used.
 #include <cstdlib>
 #include <iostream>
 #include <memory>
+#include <string>
 
 #include "oneflow_like/actor/cuda/cuda_backend.h"
 #include "oneflow_like/comm/nccl_collective.h"
@@ -16,8 +18,9 @@ int main(int argc, char** argv) {
   const char* chosen = std::getenv("OL_CUDA_DEVICE");
   if (chosen == nullptr) chosen = std::getenv("LOCAL_RANK");
   const int device = chosen != nullptr ? std::atoi(chosen) : 0;
+  const char* tf32 = std::getenv("OL_CUDA_TF32");  // "1": float32 matmuls on TF32 tensor cores
   absl::StatusOr<std::unique_ptr<oneflow_like::actor::CudaBackend>> cuda =
-      oneflow_like::actor::CudaBackend::Create(device);
+      oneflow_like::actor::CudaBackend::Create(device, tf32 != nullptr && std::string(tf32) == "1");
   if (!cuda.ok()) {
     std::cerr << "oltrain_cuda: no CUDA backend (" << cuda.status().message() << "); cpu jobs only\n";
     return oneflow_like::OltrainMain(argc, argv, nullptr);

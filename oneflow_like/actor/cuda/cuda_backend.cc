@@ -74,6 +74,7 @@ class CudaBody final : public ActBody {
         ctx.output_shards = task_.output_shards;
         ctx.stream = s;
         ctx.cublas = stream.cublas.get();
+        ctx.allow_tf32 = backend_->allow_tf32();
         return (*kernel_)(ctx);
       }
       case DeviceTask::Kind::kAdd: {
@@ -108,13 +109,13 @@ class CudaBody final : public ActBody {
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<CudaBackend>> CudaBackend::Create(int32_t device_offset) {
+absl::StatusOr<std::unique_ptr<CudaBackend>> CudaBackend::Create(int32_t device_offset, bool allow_tf32) {
   ASSIGN_OR_RETURN(int count, cuda::DeviceCount());
   if (count <= device_offset) {
     return absl::UnavailableError(
         absl::StrCat("cuda: ", count, " device(s) visible; device offset ", device_offset, " needs more"));
   }
-  std::unique_ptr<CudaBackend> backend(new CudaBackend(device_offset));
+  std::unique_ptr<CudaBackend> backend(new CudaBackend(device_offset, allow_tf32));
   backend->device_count_ = count;
   RETURN_IF_ERROR(cuda::AddCudaKernels(&backend->kernels_));
   return backend;

@@ -42,7 +42,9 @@ class CudaBackend final : public DeviceBackend {
  public:
   // Unavailable (CUDA's message) when no GPU is visible; `device_offset` is added to every
   // placement device index (the process's GPU when several processes share a node).
-  static absl::StatusOr<std::unique_ptr<CudaBackend>> Create(int32_t device_offset = 0);
+  // `allow_tf32`: float32 matmuls may use TF32 tensor cores (about 1e-3 relative error; the
+  // profile tools/plan/profiles/h100.txt prices that, h100_fp32.txt the default).
+  static absl::StatusOr<std::unique_ptr<CudaBackend>> Create(int32_t device_offset = 0, bool allow_tf32 = false);
   ~CudaBackend() override;
 
   std::string type() const override { return "cuda"; }
@@ -65,10 +67,12 @@ class CudaBackend final : public DeviceBackend {
   absl::StatusOr<Stream*> StreamFor(int32_t device, int32_t stream_id);
   absl::Status Use(int32_t device) const;  // cudaSetDevice(device + offset) on this thread
   const cuda::CudaKernelTable& kernels() const { return kernels_; }
+  bool allow_tf32() const { return allow_tf32_; }
 
  private:
-  explicit CudaBackend(int32_t device_offset) : device_offset_(device_offset) {}
+  CudaBackend(int32_t device_offset, bool allow_tf32) : device_offset_(device_offset), allow_tf32_(allow_tf32) {}
   int32_t device_offset_ = 0;
+  bool allow_tf32_ = false;
   int device_count_ = 0;
   cuda::CudaKernelTable kernels_;
   std::mutex mu_;

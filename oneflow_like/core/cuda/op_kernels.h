@@ -64,6 +64,7 @@ struct CudaKernelContext {
   std::vector<ShardInfo> output_shards;  // same length as outputs, or empty (whole tensors)
   cudaStream_t stream = nullptr;
   cublasHandle_t cublas = nullptr;       // not owned; matmul ops bind it to `stream`
+  bool allow_tf32 = false;               // float32 matmuls may use TF32 tensor cores (MatmulOptions)
 };
 
 using CudaKernelFn = std::function<absl::Status(const CudaKernelContext&)>;

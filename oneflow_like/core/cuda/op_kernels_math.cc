@@ -41,9 +41,9 @@ CudaKernelFn MatmulKernel(bool batch_sum) {
       using T = decltype(tag);
       return Annotate(op, ctx,
                       batch_sum ? MatmulBatchSum<T>(ctx.cublas, *shape, alpha, a.data<T>(), b.data<T>(), y.data<T>(),
-                                                    ctx.stream)
+                                                    ctx.stream, MatmulOptions{ctx.allow_tf32})
                                 : Matmul<T>(ctx.cublas, *shape, alpha, a.data<T>(), b.data<T>(), y.data<T>(),
-                                            ctx.stream));
+                                            ctx.stream, MatmulOptions{ctx.allow_tf32}));
     });
   };
 }
