@@ -368,15 +368,22 @@ class Simulator {
       }
       case TaskProto::TRANSFER: {
         if (o_.free_links) return c.task_overhead_seconds;
+        // A register on a device travels through the host (the runtime stages it: a device-to-host
+        // copy on the sender, a host-to-device copy into this TRANSFER's device register).
+        const std::string& device = t.proto->device().type();
+        const double staging =
+            device.empty() || device == "cpu" ? 0.0 : 2.0 * compiler::CopySeconds(out_bytes, c);
         // In one process a transfer is a copy between the ranks' buffers (the loopback hub): the
         // firing's overhead and the bytes at the machine's memory bandwidth.
-        if (o_.in_process) return c.task_overhead_seconds + compiler::LocalCopySeconds(static_cast<double>(out_bytes), c);
+        if (o_.in_process) {
+          return staging + c.task_overhead_seconds + compiler::LocalCopySeconds(static_cast<double>(out_bytes), c);
+        }
         const int32_t peer = t.proto->transfer().peer_rank();
         const compiler::LinkClass link = compiler::Classify(Rank(peer), Rank(t.rank), c);
         if (link == compiler::LinkClass::kSameNode && o_.same_node_small_bytes_per_second > 0) {
-          return SameNodeMessages().Seconds(out_bytes);
+          return staging + SameNodeMessages().Seconds(out_bytes);
         }
-        return compiler::TransferSeconds(out_bytes, link, c);
+        return staging + compiler::TransferSeconds(out_bytes, link, c);
       }
       case TaskProto::COLLECTIVE: {
         if (o_.free_links) return c.task_overhead_seconds;

@@ -142,6 +142,30 @@ TEST(PlanSimTest, ASameNodeTransferIsPricedByItsMessageSize) {
               options.cost.task_overhead_seconds + compiler::LocalCopySeconds(262144, options.cost), 1e-12);
 }
 
+// A TRANSFER into a cuda register is staged through the host, as the runtime runs it: a
+// device-to-host copy on the sender and a host-to-device copy here, each priced at the
+// host_device link, on top of the network transfer.
+TEST(PlanSimTest, ADeviceTransferPaysTwoHostDeviceCopies) {
+  SimOptions options;
+  options.steps = 1;
+  options.cost.same_node.alpha_seconds = 19e-6;
+  options.cost.same_node.beta_seconds_per_byte = 1 / 3.3e9;
+  options.cost.host_device.alpha_seconds = 5e-6;
+  options.cost.host_device.beta_seconds_per_byte = 1 / 6.4e10;
+  PlanProto plan = TransferPlan();
+  for (RankPlanProto& rank : *plan.mutable_rank_plans()) {
+    for (TaskProto& t : *rank.mutable_tasks()) {
+      if (t.type() == TaskProto::TRANSFER) t.mutable_device()->set_type("cuda");
+    }
+  }
+  absl::StatusOr<Simulation> host = SimulatePlanTime(TransferPlan(), options);
+  absl::StatusOr<Simulation> device = SimulatePlanTime(plan, options);
+  ASSERT_TRUE(host.ok()) << host.status();
+  ASSERT_TRUE(device.ok()) << device.status();
+  EXPECT_NEAR(FiringSeconds(*host, "y.transfer", 1), 19e-6 + 262144 / 3.3e9, 1e-12);
+  EXPECT_NEAR(FiringSeconds(*device, "y.transfer", 1), 19e-6 + 262144 / 3.3e9 + 2 * (5e-6 + 262144 / 6.4e10), 1e-12);
+}
+
 }  // namespace
 }  // namespace plan_tool
 }  // namespace oneflow_like
