@@ -157,7 +157,7 @@ absl::StatusOr<char*> CudaBackend::Allocate(int32_t device, int64_t bytes) {
   void* data = nullptr;
   const size_t size = static_cast<size_t>(std::max<int64_t>(1, bytes));
   RETURN_IF_ERROR(cuda::CudaStatus(cudaMalloc(&data, size), "cudaMalloc"));
-  if (absl::Status zeroed = cuda::CudaStatus(cudaMemset(data, 0, size), "cudaMemset"); !zeroed.ok()) {
+  if (absl::Status zeroed = ZeroDevice(device, static_cast<char*>(data), static_cast<int64_t>(size)); !zeroed.ok()) {
     cudaFree(data);
     return zeroed;
   }
@@ -175,18 +175,25 @@ absl::StatusOr<int64_t> CudaBackend::FreeBytes(int32_t device) {
   return static_cast<int64_t>(free_bytes);
 }
 
+// Host <-> device on the backend's own stream (id -1), waited for: a pageable host-to-device
+// cudaMemcpy may return before its DMA lands, and the actors' non-blocking streams would not
+// wait for the legacy stream it runs on.
 absl::Status CudaBackend::CopyToDevice(int32_t device, const void* host, char* device_data, int64_t bytes) {
-  RETURN_IF_ERROR(Use(device));
   if (bytes <= 0) return absl::OkStatus();
-  return cuda::CudaStatus(cudaMemcpy(device_data, host, static_cast<size_t>(bytes), cudaMemcpyHostToDevice),
-                          "cudaMemcpy (host to device)");
+  ASSIGN_OR_RETURN(Stream * s, StreamFor(device, -1));
+  RETURN_IF_ERROR(cuda::CudaStatus(
+      cudaMemcpyAsync(device_data, host, static_cast<size_t>(bytes), cudaMemcpyHostToDevice, s->stream.get()),
+      "cudaMemcpyAsync (host to device)"));
+  return s->stream.Synchronize();
 }
 
 absl::Status CudaBackend::CopyToHost(int32_t device, const char* device_data, void* host, int64_t bytes) {
-  RETURN_IF_ERROR(Use(device));
   if (bytes <= 0) return absl::OkStatus();
-  return cuda::CudaStatus(cudaMemcpy(host, device_data, static_cast<size_t>(bytes), cudaMemcpyDeviceToHost),
-                          "cudaMemcpy (device to host)");
+  ASSIGN_OR_RETURN(Stream * s, StreamFor(device, -1));
+  RETURN_IF_ERROR(cuda::CudaStatus(
+      cudaMemcpyAsync(host, device_data, static_cast<size_t>(bytes), cudaMemcpyDeviceToHost, s->stream.get()),
+      "cudaMemcpyAsync (device to host)"));
+  return s->stream.Synchronize();
 }
 
 // On a stream of its own (id -1), waited for: a device-to-device cudaMemcpy may return before it

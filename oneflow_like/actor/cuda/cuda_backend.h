@@ -6,9 +6,11 @@
 //   options.device_backend = cuda.get();   // TrainerOptions / SessionOptions / RuntimeEnv
 //
 // Mapping (device_backend.h has the contract):
-//   Allocate       cudaMalloc + cudaMemset (one allocation per planned block, so the peak device
+//   Allocate       cudaMalloc, zeroed (one allocation per planned block, so the peak device
 //                  memory is the plan's); Free = cudaFree
-//   CopyToDevice   cudaMemcpy (synchronous; the runtime calls it only on idle buffers)
+//   CopyToDevice / CopyToHost / CopyWithinDevice / ZeroDevice / CopyBox
+//                  enqueued on the backend's own stream and waited for (the runtime calls them
+//                  only on buffers no act is using)
 //   streams        one non-blocking cudaStream_t (and one cuBLAS handle bound to it) per
 //                  (device, TaskProto.stream_id), created on first use
 //   bodies         Start enqueues on the stream (kernels from core/cuda/op_kernels.h' table,
