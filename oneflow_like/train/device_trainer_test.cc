@@ -4,6 +4,7 @@
 // same), with micro-batches (ACCUMULATE on the device) and data parallelism in one process;
 // checkpoints move between cpu and cuda runs both ways. The real CUDA backend runs the same
 // paths with CUDA kernels (actor/cuda, GPU machines only).
+#include <cmath>
 #include <filesystem>
 #include <string>
 #include <vector>
@@ -153,6 +154,35 @@ std::vector<float> HostDataLosses(const std::string& model_device, const OpRegis
   }
   EXPECT_TRUE((*session)->Close().ok());
   return losses;
+}
+
+// Resharding across devices and layouts: saved by a cuda dp2 run (point-to-point boxing), loaded
+// by a cpu tp2 run and continued; the losses follow the uninterrupted cpu dp1 run (to the last
+// bits, as the layouts sum in other orders).
+TEST_F(DeviceTrainerTest, ACudaDataParallelCheckpointReshardsIntoACpuTensorParallelRun) {
+  const std::string dir = CheckpointDirName(::testing::TempDir() + "/device_reshard_ck", 1);
+  std::filesystem::remove_all(::testing::TempDir() + "/device_reshard_ck");
+  const std::vector<double> straight = Train(TinyGpt(), 4, registry_.get());
+  ASSERT_EQ(straight.size(), 4u);
+  {
+    TrainerOptions dp2 = OnFakeCuda(TinyGpt());
+    dp2.layout.dp = 2;
+    absl::StatusOr<std::unique_ptr<Trainer>> first = Trainer::Create(dp2, registry_.get());
+    ASSERT_TRUE(first.ok()) << first.status();
+    RunSteps(first->get(), 2);
+    ASSERT_TRUE(SaveSession(*(*first)->session(), CheckpointMeta{.step = 1}, dir).ok());
+    ASSERT_TRUE((*first)->session()->Close().ok());
+  }
+  TrainerOptions tp2 = TinyGpt();
+  tp2.layout.tp = 2;
+  absl::StatusOr<std::unique_ptr<Trainer>> second = Trainer::Create(tp2, registry_.get());
+  ASSERT_TRUE(second.ok()) << second.status();
+  ASSERT_TRUE(LoadSession((*second)->session(), dir).ok());
+  (*second)->set_next_step(2);
+  const std::vector<double> resumed = RunSteps(second->get(), 2);
+  ASSERT_TRUE((*second)->session()->Close().ok());
+  ASSERT_EQ(resumed.size(), 2u);
+  for (int i = 0; i < 2; ++i) EXPECT_NEAR(resumed[i], straight[2 + i], 1e-5 * std::abs(straight[2 + i])) << i;
 }
 
 TEST_F(DeviceTrainerTest, HostDataReachesACudaModelThroughCopyTasks) {
