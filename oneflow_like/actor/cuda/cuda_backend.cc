@@ -3,7 +3,6 @@
 #include <cublas_v2.h>
 #include <cuda_runtime_api.h>
 
-#include <future>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -38,11 +37,15 @@ class CudaBody final : public ActBody {
 
   bool IsAsync() const override { return true; }
 
+  // Enqueues and synchronizes the stream rather than waiting for a host function: after a fault
+  // in a kernel CUDA never runs the stream's host functions (the actor thread would wait forever
+  // and the runtime could not be stopped), while cudaStreamSynchronize returns the fault.
   absl::Status Act(ActIo& io) override {
-    std::promise<absl::Status> done;
-    std::future<absl::Status> result = done.get_future();
-    Start(io, [&done](const absl::Status& s) { done.set_value(s); });
-    return result.get();
+    absl::StatusOr<CudaBackend::Stream*> stream = backend_->StreamFor(task_.device, task_.stream);
+    if (!stream.ok()) return Named(stream.status());
+    if (absl::Status s = Enqueue(io, **stream); !s.ok()) return Named(s);
+    if (absl::Status s = (*stream)->stream.Synchronize(); !s.ok()) return Named(s);
+    return absl::OkStatus();
   }
 
   void Start(ActIo io, std::function<void(const absl::Status&)> finished) override {
