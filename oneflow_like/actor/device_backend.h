@@ -97,6 +97,10 @@ class DeviceBackend {
   // The body of one task. InvalidArgument naming the task when the backend cannot run it (e.g.
   // an op without a kernel on this device).
   virtual absl::StatusOr<std::unique_ptr<ActBody>> MakeBody(DeviceTask task) = 0;
+  // Returns once the work enqueued so far on every stream has finished and its `finished`
+  // callbacks have run (a runtime calls it before destroying its actors, so no completion of a
+  // failed job reaches a destroyed actor). The first error of that work, if any.
+  virtual absl::Status Drain() { return absl::OkStatus(); }
 };
 
 }  // namespace actor

@@ -239,9 +239,12 @@ void FakeDeviceBackend::Enqueue(int32_t device, int32_t stream, std::function<vo
           if (raw->queue.empty()) return;  // stopped and drained
           std::function<void()> next = std::move(raw->queue.front());
           raw->queue.pop_front();
+          raw->running = true;
           lock.unlock();
           next();
           lock.lock();
+          raw->running = false;
+          raw->cv.notify_all();  // Drain
         }
       });
     }
@@ -251,7 +254,20 @@ void FakeDeviceBackend::Enqueue(int32_t device, int32_t stream, std::function<vo
     std::lock_guard<std::mutex> lock(s->mu);
     s->queue.push_back(std::move(work));
   }
-  s->cv.notify_one();
+  s->cv.notify_all();  // the worker, and not only a Drain waiting on the same condition
+}
+
+absl::Status FakeDeviceBackend::Drain() {
+  std::vector<Stream*> streams;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (auto& [key, stream] : streams_) streams.push_back(stream.get());
+  }
+  for (Stream* s : streams) {
+    std::unique_lock<std::mutex> lock(s->mu);
+    s->cv.wait(lock, [s] { return s->queue.empty() && !s->running; });
+  }
+  return absl::OkStatus();
 }
 
 int64_t FakeDeviceBackend::live_allocations() const {

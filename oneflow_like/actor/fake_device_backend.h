@@ -48,6 +48,7 @@ class FakeDeviceBackend final : public DeviceBackend {
   absl::Status CopyBox(int32_t device, const Tensor& from, const std::vector<int64_t>& from_offset, Tensor* to,
                        const std::vector<int64_t>& to_offset, const std::vector<int64_t>& shape) override;
   absl::StatusOr<std::unique_ptr<ActBody>> MakeBody(DeviceTask task) override;
+  absl::Status Drain() override;  // every stream's queue empty and its last item done
 
   // The shadow (host-readable) address of device address `p`; nullptr if `p` is not inside an
   // allocation. `bytes` must fit in it too.
@@ -71,6 +72,7 @@ class FakeDeviceBackend final : public DeviceBackend {
     std::mutex mu;
     std::condition_variable cv;
     std::deque<std::function<void()>> queue;
+    bool running = false;  // an item taken from the queue is being run
     bool stop = false;
     std::thread thread;
   };

@@ -44,6 +44,8 @@ void Runtime::Stop() {
 Runtime::~Runtime() {
   Stop();
   if (env_.transport != nullptr) env_.transport->SetReceiver([](Rank, absl::string_view) {});
+  // Device work still in flight (a failed job) completes before its actors go away.
+  if (env_.device_backend != nullptr && !blocks_.empty()) (void)env_.device_backend->Drain();
   actors_.clear();
   // Frames still queued (a failed job) stop referring to our registers before they are freed.
   for (const Block& block : registered_) env_.transport->UnregisterMemory(block.data, block.bytes);

@@ -131,6 +131,21 @@ CudaBackend::~CudaBackend() {
   streams_.clear();  // handles and streams before the process tears CUDA down
 }
 
+absl::Status CudaBackend::Drain() {
+  std::vector<std::pair<int32_t, Stream*>> streams;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (auto& [key, stream] : streams_) streams.emplace_back(key.first, stream.get());
+  }
+  absl::Status first;
+  for (auto& [device, stream] : streams) {
+    absl::Status s = Use(device);
+    if (s.ok()) s = stream->stream.Synchronize();
+    if (first.ok()) first = s;
+  }
+  return first;
+}
+
 absl::Status CudaBackend::Use(int32_t device) const {
   if (device < 0 || device + device_offset_ >= device_count_) {
     return absl::InvalidArgumentError(absl::StrCat("cuda:", device, " (+ offset ", device_offset_, ") but ",
