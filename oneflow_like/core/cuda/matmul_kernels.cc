@@ -157,8 +157,20 @@ absl::Status MatmulBatchSum(cublasHandle_t handle, const MatmulShape& shape, dou
   if (shape.batch == 0) {
     return CudaStatus(cudaMemsetAsync(y, 0, sizeof(T) * shape.m * shape.n, stream), "cudaMemsetAsync(matmul_batch_sum y)");
   }
-  if (absl::Status s = Prepare<T>(handle, shape, stream, options); !s.ok()) return s;
   const T alpha_t = static_cast<T>(alpha);
+  if (shape.transpose_a && !shape.transpose_b) {
+    // The weight-gradient form, sum_i a_i^T b_i with a [batch, k, m] and b [batch, k, n]: the same
+    // as A^T B for A = a as [batch * k, m] and B = b as [batch * k, n], one GEMM with a long k
+    // instead of `batch` short ones (the sum in cuBLAS's order, within the matmul tolerance).
+    MatmulShape merged = shape;
+    merged.k = shape.batch * shape.k;
+    merged.batch = 1;
+    if (absl::Status s = Prepare<T>(handle, merged, stream, options); !s.ok()) return s;
+    const T beta_t = T(0);
+    return CublasStatus(Gemm(handle, ArgsOf(merged), merged, &alpha_t, a, 0, b, 0, &beta_t, y, 0, 1),
+                        sizeof(T) == 4 ? "cublasSgemmStridedBatched" : "cublasDgemmStridedBatched");
+  }
+  if (absl::Status s = Prepare<T>(handle, shape, stream, options); !s.ok()) return s;
   const GemmArgs args = ArgsOf(shape);
   // One GEMM per matrix, accumulating into y (beta 1 after the first), in batch order.
   for (int64_t i = 0; i < shape.batch; ++i) {
