@@ -77,6 +77,16 @@ TEST_F(DeviceTrainerTest, CudaPlacementsGiveTheCpuLossesBitForBit) {
   EXPECT_EQ(device_.live_allocations(), 0) << "the runtime frees its device blocks";
 }
 
+// A second compute stream on the device (its own backend stream), and recomputed activations.
+TEST_F(DeviceTrainerTest, TwoComputeStreamsAndRecomputeOnTheDevice) {
+  TrainerOptions o = TinyGpt(/*micro_batches=*/2);
+  o.compute_streams = 2;
+  o.recompute = true;
+  const std::vector<double> cpu = Train(o, 3, registry_.get());
+  ASSERT_EQ(cpu.size(), 3u);
+  EXPECT_EQ(Train(OnFakeCuda(o), 3, registry_.get()), cpu);
+}
+
 TEST_F(DeviceTrainerTest, MicroBatchesAccumulateOnTheDevice) {
   const std::vector<double> cpu = Train(TinyGpt(/*micro_batches=*/2), 3, registry_.get());
   const std::vector<double> cuda = Train(OnFakeCuda(TinyGpt(/*micro_batches=*/2)), 3, registry_.get());
