@@ -290,8 +290,8 @@ bool Actor::TryFireOnce() {
       if (!inplace_targets_.empty() && BusyInPlaceTarget() != nullptr) return false;
       break;
   }
-  if (body_->IsAsync() && spec_.rule == FiringRule::kAllInputs) {
-    StartAsync();
+  if (body_->IsAsync() && (spec_.rule == FiringRule::kAllInputs || spec_.rule == FiringRule::kRepeat)) {
+    StartAsync();  // FinishAsync does the rest of the firing
     return true;
   }
   if (absl::Status status = RunBody(body_.get()); !status.ok()) {
@@ -334,9 +334,25 @@ void Actor::FinishAsync() {
                                                   spec_.type_name, "): ", status.message())));
     return;
   }
-  Acted(false);
-  SendOutputs();
-  ReturnInputs();
+  switch (spec_.rule) {
+    case FiringRule::kVariableHolder:  // the update absorbed (FireVariableHolder)
+      awaiting_update_ = false;
+      Acted(true);
+      ReturnInputs();
+      return;
+    case FiringRule::kRepeat:  // one of `count` emissions of the input
+      Acted(false);
+      SendOutputs();
+      if (++phase_ == spec_.count) {
+        phase_ = 0;
+        ReturnInputs();
+      }
+      return;
+    default:
+      Acted(false);
+      SendOutputs();
+      ReturnInputs();
+  }
 }
 
 bool Actor::FireAccumulate() {
@@ -387,6 +403,10 @@ bool Actor::FireVariableHolder() {
     // Absorb the update: every reader of this step has returned the variable (its register is
     // free), so it may be overwritten now.
     if (!AllInputsReady() || !AllOutputsFree()) return false;
+    if (body_->IsAsync()) {  // a device copy: FinishAsync completes the absorption
+      StartAsync();
+      return true;
+    }
     if (absl::Status status = RunBody(body_.get()); !status.ok()) {
       Fail(status);
       return false;
