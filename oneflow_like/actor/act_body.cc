@@ -76,5 +76,13 @@ absl::Status AddBody::Act(ActIo& io) {
   return absl::OkStatus();
 }
 
+void Accumulation::Start(Step step, std::vector<Tensor> views, std::function<void(const absl::Status&)> finished) {
+  absl::Status status;
+  for (size_t i = 0; status.ok() && i < views.size(); ++i) {
+    status = step == Step::kFirst ? First(i, views[i]) : step == Step::kNext ? Next(i, views[i]) : Emit(i, &views[i]);
+  }
+  finished(status);
+}
+
 }  // namespace actor
 }  // namespace oneflow_like

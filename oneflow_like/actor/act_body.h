@@ -39,6 +39,11 @@ class Accumulation {
   virtual absl::Status First(size_t i, const Tensor& piece) = 0;
   virtual absl::Status Next(size_t i, const Tensor& piece) = 0;
   virtual absl::Status Emit(size_t i, Tensor* out) = 0;
+  // One step for every payload at once (`views`: payload i's piece, or for kEmit its output),
+  // `finished` called exactly once when it is done, from any thread (the actor starts the step and
+  // fires again only after it). Default: the synchronous calls above, then `finished`.
+  enum class Step { kFirst, kNext, kEmit };
+  virtual void Start(Step step, std::vector<Tensor> views, std::function<void(const absl::Status&)> finished);
 };
 
 class ActBody {

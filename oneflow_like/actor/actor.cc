@@ -340,6 +340,16 @@ void Actor::FinishAsync() {
       Acted(true);
       ReturnInputs();
       return;
+    case FiringRule::kAccumulate:  // a piece summed into device memory, or the sum emitted
+      Acted(false);
+      if (phase_ < spec_.count) {
+        ++phase_;
+        ReturnInputs();
+      } else {
+        phase_ = 0;
+        SendOutputs();
+      }
+      return;
     case FiringRule::kRepeat:  // one of `count` emissions of the input
       Acted(false);
       SendOutputs();
@@ -356,9 +366,35 @@ void Actor::FinishAsync() {
 }
 
 bool Actor::FireAccumulate() {
+  if (Accumulation* device = body_->accumulation(); device != nullptr) {  // sums in device memory
+    const bool emit = phase_ >= spec_.count;
+    if (emit ? !AllOutputsFree() : !AllInputsReady()) return false;
+    std::vector<Tensor> views;
+    for (const PayloadRef& ref : emit ? spec_.payload_outputs : spec_.payload_inputs) {
+      if (emit) {
+        const OutputPort& out = spec_.outputs[ref.port];
+        views.push_back(out.layout->View(out.free.front(), ref.slot));
+      } else {
+        const InputPort& in = spec_.inputs[ref.port];
+        views.push_back(in.layout->View(in.ready.front(), ref.slot));
+      }
+    }
+    const Accumulation::Step step = emit ? Accumulation::Step::kEmit
+                                    : phase_ == 0 ? Accumulation::Step::kFirst
+                                                  : Accumulation::Step::kNext;
+    in_flight_ = true;  // FinishAsync completes the firing
+    device->Start(step, std::move(views), [this](const absl::Status& status) {
+      {
+        std::lock_guard<std::mutex> lock(finished_mu_);
+        finished_status_ = status;
+      }
+      host_->PostFromAnyThread(ActorMessage{MessageKind::kActFinished, spec_.id, 0, 0, 0});
+    });
+    return true;
+  }
   if (phase_ < spec_.count) {
     if (!AllInputsReady()) return false;
-    Accumulation* device = body_->accumulation();
+    Accumulation* device = nullptr;
     for (size_t i = 0; i < spec_.payload_inputs.size(); ++i) {
       const PayloadRef& ref = spec_.payload_inputs[i];
       const InputPort& in = spec_.inputs[ref.port];
@@ -380,7 +416,7 @@ bool Actor::FireAccumulate() {
     return true;
   }
   if (!AllOutputsFree()) return false;
-  Accumulation* device = body_->accumulation();
+  Accumulation* device = nullptr;  // host sums (device sums are started above)
   for (size_t i = 0; i < spec_.payload_outputs.size(); ++i) {
     const PayloadRef& ref = spec_.payload_outputs[i];
     const OutputPort& out = spec_.outputs[ref.port];

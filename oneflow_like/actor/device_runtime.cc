@@ -1,7 +1,10 @@
 // The runtime's device paths (device_backend.h): device memory blocks, host <-> slot copies
 // wherever a slot lives, device bodies and an ACCUMULATE's sums in device memory.
 #include <cstring>
+#include <functional>
 #include <map>
+#include <memory>
+#include <mutex>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -27,6 +30,33 @@ class DeviceAccumulateBody final : public ActBody, public Accumulation {
   Accumulation* accumulation() override { return this; }
   absl::Status Act(ActIo&) override {
     return absl::InternalError("an ACCUMULATE's device body is driven through accumulation()");
+  }
+  // Every payload's copy or add started on the device's stream; `finished` once all are done.
+  void Start(Step step, std::vector<Tensor> views, std::function<void(const absl::Status&)> finished) override {
+    struct Pending {
+      std::mutex mu;
+      size_t left = 0;
+      absl::Status first;
+      std::function<void(const absl::Status&)> finished;
+    };
+    auto pending = std::make_shared<Pending>();
+    pending->left = views.size();
+    pending->finished = std::move(finished);
+    if (views.empty()) return pending->finished(absl::OkStatus());
+    for (size_t i = 0; i < views.size(); ++i) {
+      ActIo io;
+      io.inputs.push_back(step == Step::kEmit ? sums_[i] : views[i]);
+      io.outputs.push_back(step == Step::kEmit ? views[i] : sums_[i]);
+      ActBody* body = step == Step::kNext ? add_.get() : copy_.get();
+      body->Start(std::move(io), [pending](const absl::Status& s) {
+        std::unique_lock<std::mutex> lock(pending->mu);
+        if (pending->first.ok()) pending->first = s;
+        if (--pending->left > 0) return;
+        const absl::Status result = pending->first;
+        lock.unlock();
+        pending->finished(result);
+      });
+    }
   }
   absl::Status First(size_t i, const Tensor& piece) override { return Run(copy_.get(), piece, sums_[i]); }
   absl::Status Next(size_t i, const Tensor& piece) override { return Run(add_.get(), piece, sums_[i]); }
