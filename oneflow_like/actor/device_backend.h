@@ -16,9 +16,9 @@
 // Bodies are asynchronous (ActBody::IsAsync): Start enqueues the work on the stream of the
 // task's (device, stream_id) and returns at once; `finished` is called from the backend's thread
 // once the stream has done it (a CUDA host callback after the kernels), never by blocking an
-// actor thread on the device. The actor starts COMPUTE, COPY, TRANSFER, REPEAT and a variable
-// holder's absorption this way. Their Act (an ACCUMULATE's running sums, a boxing body's sums)
-// enqueues and waits for the stream.
+// actor thread on the device. The actor starts COMPUTE, COPY, TRANSFER, REPEAT, a variable
+// holder's absorption and an ACCUMULATE's steps (Accumulation::Start) this way. Their Act (a
+// boxing body's sums within a rank) enqueues and waits for the stream.
 // Ordering: an actor tells its consumers only after `finished`, so work on different streams is
 // ordered through the actors' messages; within a stream, in enqueue order.
 //
