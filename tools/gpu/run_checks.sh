@@ -2,14 +2,16 @@
 # Runs the packed CUDA tests (tools/gpu/pack.sh) on a GPU machine and prints one summary.
 # Needs no Bazel: only the pack, bash, tar and the machine's CUDA 13 libraries.
 #
-#   bash tools/gpu/run_checks.sh [--sanitize] [--bench] [PACK]
+#   bash tools/gpu/run_checks.sh [--sanitize | --sanitize-only] [--bench] [PACK]
 #     PACK: .gpu_pack/gpu_pack.tar.gz (default) or its unpacked gpu_pack/ folder
 #     --sanitize: also run cuda_kernels_test under compute-sanitizer's memcheck (out-of-bounds
 #              and misaligned accesses) and racecheck (shared-memory races; the cuBLAS tests
 #              MatmulTest and OpKernelsTest.Matmul left out); each counts as one more binary
 #              in the verdict
-#     --bench: after the tests, run the pack's benchmarks (bench/*: kernel timings as a
-#              markdown table, also written to $OUT/bench.md); they do not change the verdict
+#     --sanitize-only: the sanitizer runs alone (a second device call after the plain tests)
+#     --bench: after the tests, run the pack's benchmarks (bench/*: kernel timings and the GPT
+#              step as markdown tables, also written to $OUT/bench.md); they do not change the
+#              verdict
 # Environment: CHECK_TIMEOUT_S (per binary, default 120), SANITIZE_TIMEOUT_S (per sanitizer
 # run, default 180), OUT (if set, logs and the summary are
 # also written there: the device tool returns $OUT's files), GTEST_FILTER (passed through).
@@ -22,12 +24,13 @@
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 
-bench=0 sanitize=0
+bench=0 sanitize=0 plain=1
 while [ $# -gt 0 ]; do
   case "$1" in
     --bench) bench=1; shift ;;
     --sanitize) sanitize=1; shift ;;
-    -h|--help) sed -n '2,22p' "$0"; exit 0 ;;
+    --sanitize-only) sanitize=1; plain=0; shift ;;
+    -h|--help) sed -n '2,23p' "$0"; exit 0 ;;
     *) break ;;
   esac
 done
@@ -126,6 +129,7 @@ record() {
 }
 
 for b in "$root"/bin/*; do
+  [ "$plain" = 1 ] || break  # --sanitize-only: the sanitizer runs below, not the plain ones
   name="$(basename "$b")"
   log="$logs/$name.log"
   missing="$(loads "$b")"
