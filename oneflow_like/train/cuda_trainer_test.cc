@@ -14,6 +14,7 @@
 #include "oneflow_like/compiler/test_util.h"
 #include "oneflow_like/train/checkpoint.h"
 #include "oneflow_like/train/trainer.h"
+#include "oneflow_like/train/trainer_test_util.h"
 
 namespace oneflow_like {
 namespace train {
@@ -21,27 +22,9 @@ namespace {
 
 const models::GptConfig kSmall{.vocab = 128, .seq_len = 32, .n_layer = 2, .n_embd = 64, .n_head = 4, .batch = 4};
 
-TrainerOptions SmallGpt(int micro_batches) {
-  TrainerOptions o;
-  o.model = Workload::kGpt;
-  o.gpt = kSmall;
-  o.batch = kSmall.batch;
-  o.micro_batches = micro_batches;
-  o.watchdog_ms = 60000;
-  o.intra_op_threads = 1;
-  return o;
-}
+TrainerOptions SmallGpt(int micro_batches) { return testing::GptOptions(kSmall, micro_batches, 60000); }
 
-std::vector<double> RunSteps(Trainer* trainer, int steps) {
-  std::vector<double> losses;
-  for (int i = 0; i < steps; ++i) {
-    absl::StatusOr<StepResult> r = trainer->RunStep();
-    EXPECT_TRUE(r.ok()) << r.status();
-    if (!r.ok()) break;
-    losses.push_back(r->loss);
-  }
-  return losses;
-}
+using testing::RunSteps;
 
 class CudaTrainerTest : public ::testing::Test {
  protected:

@@ -18,6 +18,7 @@
 #include "oneflow_like/compiler/test_util.h"
 #include "oneflow_like/train/checkpoint.h"
 #include "oneflow_like/train/trainer.h"
+#include "oneflow_like/train/trainer_test_util.h"
 
 namespace oneflow_like {
 namespace train {
@@ -25,27 +26,9 @@ namespace {
 
 const models::GptConfig kTiny{.vocab = 64, .seq_len = 16, .n_layer = 1, .n_embd = 32, .n_head = 2, .batch = 2};
 
-TrainerOptions TinyGpt(int micro_batches = 1) {
-  TrainerOptions o;
-  o.model = Workload::kGpt;
-  o.gpt = kTiny;
-  o.batch = kTiny.batch;
-  o.micro_batches = micro_batches;
-  o.watchdog_ms = 20000;
-  o.intra_op_threads = 1;
-  return o;
-}
+TrainerOptions TinyGpt(int micro_batches = 1) { return testing::GptOptions(kTiny, micro_batches, 20000); }
 
-std::vector<double> RunSteps(Trainer* trainer, int steps) {
-  std::vector<double> losses;
-  for (int i = 0; i < steps; ++i) {
-    absl::StatusOr<StepResult> r = trainer->RunStep();
-    EXPECT_TRUE(r.ok()) << r.status();
-    if (!r.ok()) break;
-    losses.push_back(r->loss);
-  }
-  return losses;
-}
+using testing::RunSteps;
 
 std::vector<double> Train(const TrainerOptions& options, int steps, const OpRegistry* registry) {
   absl::StatusOr<std::unique_ptr<Trainer>> trainer = Trainer::Create(options, registry);
