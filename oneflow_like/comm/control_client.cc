@@ -88,6 +88,14 @@ absl::StatusOr<std::unique_ptr<ControlClient>> ControlClient::Connect(ControlOpt
     close(fd);
     const bool earlier_round = welcome.ok() && welcome->type == MessageType::kWelcome &&
                                welcome->a < options.restart_round;
+    // A rank of a restart round may reach the failed round's master while it exits: the
+    // connection closes before any answer. Retried like an earlier round's answer.
+    const bool master_leaving =
+        options.restart_round > 0 && !welcome.ok() && welcome.status().code() == absl::StatusCode::kUnavailable;
+    if (master_leaving && MonotonicMs() + 100 < deadline_ms) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      continue;
+    }
     if (earlier_round) {  // the master of a failed round, about to exit: wait for this round's
       if (MonotonicMs() + 100 < deadline_ms) {
         std::this_thread::sleep_for(std::chrono::milliseconds(100));
