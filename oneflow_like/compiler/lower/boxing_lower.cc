@@ -95,8 +95,7 @@ absl::StatusOr<Value> Lowerer::EmitBoxing(TensorId tensor, const Value& src, con
   auto register_of = [&](int32_t v) {
     return v < num_sources ? src.At(v).reg : result.reg_base + layout.value_offset[v];
   };
-  const bool one_rank = builder_.only_rank() >= 0;
-  const Rank me(builder_.only_rank());
+  const bool partial = builder_.partial();  // one rank or a range: local_steps only
 
   auto bug = [&](size_t k, const std::string& what) {
     return absl::InternalError(absl::StrCat("lowering ", describe(), ": boxing step ", k, " (",
@@ -135,7 +134,7 @@ absl::StatusOr<Value> Lowerer::EmitBoxing(TensorId tensor, const Value& src, con
       for (Rank r : step.group) params.add_ranks(r.value());
       params.set_global_order(first_order + layout.collective_index[k]);
       for (size_t m = 0; m < step.group.size(); ++m) {
-        if (one_rank && step.group[m] != me) continue;
+        if (!builder_.Emits(step.group[m].value())) continue;
         const int32_t output = step.output + static_cast<int32_t>(m);
         const BoxingValue& out = plan.values[output];
         if (plan.values[step.inputs[m]].device.rank != step.group[m] || out.device.rank != step.group[m]) {
@@ -161,12 +160,12 @@ absl::StatusOr<Value> Lowerer::EmitBoxing(TensorId tensor, const Value& src, con
       if (in.region != out.region) return bug(k, "moves part of a value (the planner slices first)");
       TaskInfo info = new_task(TaskProto::TRANSFER, out, absl::StrCat("from_r", step.peer.value()));
       info.proto.mutable_transfer()->set_peer_rank(step.peer.value());
-      if (one_rank && step.rank != me) {  // sent from here: the receiving task reads a local register
+      if (!builder_.Emits(step.rank.value())) {  // sent from here: the receiving task reads a local register
         info.proto.set_id(result.task_base + layout.value_offset[step.output]);
         builder_.AddRemoteConsumer(register_of(input), info);
         return absl::OkStatus();
       }
-      if (one_rank) {  // received here: the sender's register is mirrored
+      if (!builder_.Emits(step.peer.value())) {  // received here: the sender's register is mirrored
         if (input < num_sources) {
           RETURN_IF_ERROR(AddValueMirror(src, input));
         } else {
@@ -240,7 +239,7 @@ absl::StatusOr<Value> Lowerer::EmitBoxing(TensorId tensor, const Value& src, con
     }
     return absl::OkStatus();
   };
-  if (one_rank) {
+  if (partial) {
     for (int32_t k : layout.local_steps) RETURN_IF_ERROR(emit_step(k));
   } else {
     for (size_t k = 0; k < plan.steps.size(); ++k) RETURN_IF_ERROR(emit_step(k));

@@ -26,17 +26,29 @@ TaskInfo Lowerer::NewTask(TaskProto::Type type, Rank rank, DeviceType device, co
 
 std::vector<int64_t> Lowerer::EmittedDevices(const Placement& placement) const {
   std::vector<int64_t> devices;
-  if (builder_.only_rank() < 0) {
+  if (!builder_.partial()) {
     devices.resize(placement.num_devices());
     for (int64_t d = 0; d < placement.num_devices(); ++d) devices[d] = d;
-  } else if (const int64_t d = placement.IndexOf(Rank(builder_.only_rank())); d >= 0) {
-    devices.push_back(d);
+  } else if (builder_.num_ranks() == 1) {
+    if (const int64_t d = placement.IndexOf(Rank(builder_.first_rank())); d >= 0) devices.push_back(d);
+  } else {
+    const std::vector<Rank>& ranks = placement.ranks();
+    for (int64_t d = 0; d < static_cast<int64_t>(ranks.size()); ++d) {
+      if (builder_.Emits(ranks[d].value())) devices.push_back(d);
+    }
   }
   return devices;
 }
 
+bool Lowerer::Touches(const Placement& placement) const {
+  if (!builder_.partial()) return true;
+  if (builder_.num_ranks() == 1) return placement.Contains(Rank(builder_.first_rank()));
+  const std::vector<Rank>& ranks = placement.ranks();
+  return std::any_of(ranks.begin(), ranks.end(), [&](Rank r) { return builder_.Emits(r.value()); });
+}
+
 int32_t Lowerer::NewSummary() {
-  if (builder_.only_rank() < 0) return -1;  // only mirrors need them
+  if (!builder_.partial()) return -1;  // only mirrors need them
   summaries_.emplace_back();
   return static_cast<int32_t>(summaries_.size() - 1);
 }

@@ -40,7 +40,7 @@ Lowerer::Lowerer(const Graph& graph, const LowerOptions& options)
     : graph_(graph),
       options_(options),
       pieces_per_step_(PiecesPerStep(graph.config())),
-      builder_(options.only_rank),
+      builder_(options.only_rank, options.only_rank < 0 ? 1 : std::max(1, options.num_ranks)),
       native_(graph.num_tensors()),
       holder_tasks_(graph.num_tensors(), -1) {
   if (options.boxing == BoxingStyle::kCollective) {
@@ -126,7 +126,7 @@ absl::Status Lowerer::CheckPreconditions() const {
 absl::StatusOr<int32_t> Lowerer::WorldSize(const PlanProto& plan) const {
   // Ranks with tasks: those of the plan, or (one rank) of every placement, which all get tasks.
   int32_t needed = plan.ranks().empty() ? 0 : plan.ranks(plan.ranks_size() - 1) + 1;
-  if (builder_.only_rank() >= 0) {
+  if (builder_.partial()) {
     needed = 0;
     auto add = [&](const Placement& p) {
       for (Rank r : p.ranks()) needed = std::max(needed, r.value() + 1);
@@ -148,18 +148,25 @@ absl::StatusOr<int32_t> Lowerer::WorldSize(const PlanProto& plan) const {
                                                    " but placements use rank ", needed - 1,
                                                    " (hint: raise world_size or leave it 0)"));
   }
-  if (builder_.only_rank() >= world_size) {
+  if (builder_.partial() && builder_.end_rank() > world_size) {
     return absl::InvalidArgumentError(absl::StrCat("lowering '", graph_.name(), "': only_rank ",
-                                                   builder_.only_rank(), " is outside the world of ", world_size,
+                                                   builder_.end_rank() - 1, " is outside the world of ", world_size,
                                                    " ranks"));
   }
   return world_size;
 }
 
-void Lowerer::FillPerRank(PerRankProto* per_rank) {
-  per_rank->set_rank(builder_.only_rank());
-  for (const auto& [id, mirror] : builder_.mirrors()) {
-    if (mirror_facts_[id].step_rate) per_rank->add_step_rate_mirrors(id);
+void Lowerer::FillPerRank(const RankPlanProto* rank_plan, const std::vector<int64_t>& step_rate_local,
+                          PerRankProto* per_rank) const {
+  if (rank_plan != nullptr) {
+    for (const RegisterProto& reg : rank_plan->registers()) {  // in id order
+      if (!reg.has_remote()) continue;
+      auto facts = mirror_facts_.find(reg.id());
+      const bool step_rate = facts != mirror_facts_.end()
+                                 ? facts->second.step_rate
+                                 : std::binary_search(step_rate_local.begin(), step_rate_local.end(), reg.id());
+      if (step_rate) per_rank->add_step_rate_mirrors(reg.id());
+    }
   }
   for (const TensorNode& t : graph_.tensors()) {
     if (t.is_input) per_rank->add_inputs(t.name);
@@ -194,14 +201,14 @@ absl::StatusOr<PlanProto> Lowerer::Run() {
   AssignStreams(&builder_);
   const StageInfo stages = ComputeStageInfo(graph_);
   AssignRegisterCounts(stages, pieces_per_step_, options_.max_register_count, &builder_);
-  if (builder_.only_rank() >= 0) CountMirrors(stages);
+  if (builder_.partial()) CountMirrors(stages);
   ASSIGN_OR_RETURN(std::vector<RankMemory> memory, AssignMemory(options_.alignment, options_.reuse_memory, &builder_));
 
   PlanProto plan;
   plan.set_job_name(graph_.name());
   plan.set_pieces_per_step(pieces_per_step_);
-  if (builder_.only_rank() >= 0) FillPerRank(plan.mutable_per_rank());
-  RETURN_IF_ERROR(builder_.Assemble(&plan));
+  RETURN_IF_ERROR(builder_.Assemble(&plan, &step_rate_local_mirrors_));
+  for (auto& [rank, ids] : step_rate_local_mirrors_) std::sort(ids.begin(), ids.end());
   AddMemoryBlocks(memory, &plan);
   std::map<int32_t, RankPlanProto*> by_rank;
   for (RankPlanProto& r : *plan.mutable_rank_plans()) by_rank[r.rank()] = &r;
@@ -209,14 +216,57 @@ absl::StatusOr<PlanProto> Lowerer::Run() {
   ASSIGN_OR_RETURN(const int32_t world_size, WorldSize(plan));
   plan.set_world_size(world_size);
   for (auto& [transition, choice] : choices_) *plan.add_boxing_choices() = choice;
+  if (builder_.partial() && builder_.num_ranks() == 1) {
+    const int32_t rank = builder_.first_rank();
+    plan.mutable_per_rank()->set_rank(rank);
+    FillPerRank(plan.rank_plans().empty() ? nullptr : &plan.rank_plans(0), step_rate_local_mirrors_[rank],
+                plan.mutable_per_rank());
+  }
   return plan;
+}
+
+absl::StatusOr<std::vector<PlanProto>> Lowerer::RunRange() {
+  ASSIGN_OR_RETURN(PlanProto plan, Run());
+  std::vector<PlanProto> parts(builder_.num_ranks());
+  int index = 0;  // into plan.ranks / rank_plans / memory
+  for (int32_t r = builder_.first_rank(); r < builder_.end_rank(); ++r) {
+    PlanProto& part = parts[r - builder_.first_rank()];
+    part.set_job_name(plan.job_name());
+    part.set_world_size(plan.world_size());
+    part.set_pieces_per_step(plan.pieces_per_step());
+    *part.mutable_boxing_choices() = plan.boxing_choices();
+    part.mutable_per_rank()->set_rank(r);
+    const bool has_work = index < plan.ranks_size() && plan.ranks(index) == r;
+    if (has_work) {
+      part.add_ranks(r);
+      *part.add_rank_plans() = std::move(*plan.mutable_rank_plans(index));
+      if (index < plan.memory_size()) *part.add_memory() = std::move(*plan.mutable_memory(index));
+      ++index;
+    }
+    FillPerRank(has_work ? &part.rank_plans(0) : nullptr, step_rate_local_mirrors_[r], part.mutable_per_rank());
+  }
+  return parts;
 }
 
 }  // namespace lower_internal
 
 absl::StatusOr<PlanProto> LowerToPlan(const Graph& graph, const LowerOptions& options) {
+  if (options.num_ranks != 1) {
+    return absl::InvalidArgumentError(absl::StrCat("lowering '", graph.name(), "': num_ranks ", options.num_ranks,
+                                                   " (LowerToPlan makes one plan; LowerRankRange makes several)"));
+  }
   lower_internal::Lowerer lowerer(graph, options);
   return lowerer.Run();
+}
+
+absl::StatusOr<std::vector<PlanProto>> LowerRankRange(const Graph& graph, const LowerOptions& options) {
+  if (options.only_rank < 0 || options.num_ranks < 1) {
+    return absl::InvalidArgumentError(absl::StrCat("lowering '", graph.name(), "': a range of ranks needs only_rank >= 0 "
+                                                   "and num_ranks >= 1, not ", options.only_rank, " and ",
+                                                   options.num_ranks));
+  }
+  lower_internal::Lowerer lowerer(graph, options);
+  return lowerer.RunRange();
 }
 
 }  // namespace compiler

@@ -104,6 +104,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "oneflow_like/compiler/boxing/boxing.h"
 #include "oneflow_like/compiler/graph.h"
@@ -145,6 +146,8 @@ struct LowerOptions {
   // plan. Time and memory depend on r's share of the work and on the number of distinct boxing
   // plans, not on the world size (lowering.h: every emission reserves the whole plan's ids).
   int32_t only_rank = -1;
+  // With only_rank r >= 0: ranks r .. r + num_ranks - 1 (LowerRankRange; LowerToPlan needs 1).
+  int32_t num_ranks = 1;
   // Lifetime-based byte sharing in the reusable block. It assumes each stream runs its tasks
   // strictly in order_in_stream, piece after piece (docs/plan_format.md); false = every
   // register gets its own bytes (for a runtime that fires ready actors in any order).
@@ -162,6 +165,14 @@ struct LowerOptions {
 // tensor, OpNode::nd_sbp_signature on every op, valid for the shapes and placements), every
 // op output's nd_sbp equal to its signature's output. Errors of the boxing planner pass through.
 absl::StatusOr<PlanProto> LowerToPlan(const Graph& graph, const LowerOptions& options = {});
+
+// The per-rank plans of ranks options.only_rank .. only_rank + num_ranks - 1 from one lowering,
+// each as LowerToPlan with only_rank = that rank gives it, byte for byte (a rank without work:
+// no rank plan). What `olplan verify` lowers a chunk of a large world at a time with: one rank's
+// global work (the boxing shapes of the plans it takes no part in) is done once per range, and
+// the plans a range takes part in are built whole (the range's steps kept). InvalidArgument for
+// only_rank < 0, num_ranks < 1 or a range past the world.
+absl::StatusOr<std::vector<PlanProto>> LowerRankRange(const Graph& graph, const LowerOptions& options);
 
 // (PiecesPerStep, the pieces of one step, is declared in graph.h.)
 

@@ -123,6 +123,32 @@ PlanProto ExpectPerRankMatchesWhole(const Graph& graph, LowerOptions options) {
     }
     parts.push_back(*std::move(part));
   }
+  // Ranges of ranks (LowerRankRange): each part equals its rank's own lowering, byte for byte,
+  // per_rank included; ranges of 2 and 3 ranks (a last one shorter) and the whole world.
+  const int32_t world = whole->world_size();
+  for (int32_t size : {2, 3, world}) {
+    if (size < 2 || (size == world && size <= 3)) continue;
+    for (int32_t first = 0; first < world; first += size) {
+      options.only_rank = first;
+      options.num_ranks = std::min(size, world - first);
+      absl::StatusOr<std::vector<PlanProto>> range = LowerRankRange(graph, options);
+      EXPECT_TRUE(range.ok()) << "ranks " << first << " + " << options.num_ranks << ": " << range.status();
+      if (!range.ok()) continue;
+      EXPECT_EQ(range->size(), static_cast<size_t>(options.num_ranks));
+      for (size_t i = 0; i < range->size() && first + i < parts.size(); ++i) {
+        const PlanProto& got = (*range)[i];
+        const PlanProto& want = parts[first + i];
+        const bool same = DeterministicBytes(got) == DeterministicBytes(want);
+        std::string where;
+        if (!same && got.rank_plans_size() == 1 && want.rank_plans_size() == 1) {
+          where = FirstDifference(want.rank_plans(0), got.rank_plans(0));
+        }
+        EXPECT_TRUE(same) << "rank " << first + i << " lowered with ranks " << first << " .. "
+                          << first + options.num_ranks - 1 << " differs from its own lowering " << where;
+      }
+    }
+  }
+  options.num_ranks = 1;
   absl::StatusOr<PlanProto> merged = MergeRankPlans(std::move(parts));
   EXPECT_TRUE(merged.ok()) << merged.status();
   if (merged.ok()) {

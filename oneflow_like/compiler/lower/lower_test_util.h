@@ -30,8 +30,9 @@ Graph AnnotatedGraph(const std::string& text, const OpRegistry& registry,
 // Lowers `graph` whole and once per rank (options.only_rank = 0 .. world_size - 1) and expects,
 // byte for byte, every per-rank plan's rank plan, memory entry and plan-level fields to equal
 // the whole plan's, its per_rank facts to match the other ranks' plans (step-rate mirrors, inputs,
-// output holders), and the parts merged (MergeRankPlans) to equal the whole plan. Returns the
-// whole plan (empty if lowering failed).
+// output holders), and the parts merged (MergeRankPlans) to equal the whole plan; and every part
+// of LowerRankRange over ranges of 2 and 3 ranks and the whole world to equal its rank's own
+// lowering, byte for byte. Returns the whole plan (empty if lowering failed).
 PlanProto ExpectPerRankMatchesWhole(const Graph& graph, LowerOptions options);
 
 // A data-parallel MLP on cpu:[0,1] with a hand-written weight gradient of its second layer (a

@@ -145,12 +145,18 @@ class Lowerer {
  public:
   Lowerer(const Graph& graph, const LowerOptions& options);
   absl::StatusOr<PlanProto> Run();
+  // A range of ranks (LowerRankRange): Run, cut into one per-rank plan per rank of the range.
+  absl::StatusOr<std::vector<PlanProto>> RunRange();
 
  private:
   absl::Status CheckPreconditions() const;
   absl::StatusOr<int32_t> WorldSize(const PlanProto& plan) const;
-  // One rank: the facts about other ranks its runtime needs (plan.proto PerRankProto).
-  void FillPerRank(PerRankProto* per_rank);
+  // One rank: the facts about other ranks its runtime needs (plan.proto PerRankProto), from its
+  // rank plan (null: no work) and the step-rate registers of the range it mirrors (sorted).
+  void FillPerRank(const RankPlanProto* rank_plan, const std::vector<int64_t>& step_rate_local,
+                   PerRankProto* per_rank) const;
+  // Whether a rank of `placement` is lowered here (always for the whole plan).
+  bool Touches(const Placement& placement) const;
   // expand.cc
   void EmitSources();
   absl::Status EmitOp(OpId op_id);
@@ -228,6 +234,8 @@ class Lowerer {
   };
   std::map<int64_t, MirrorFacts> mirror_facts_;
   absl::flat_hash_map<int64_t, std::vector<std::pair<int, int64_t>>> pacing_readers_;
+  // A range: per rank, its mirrors of step-rate registers made in the range (PlanBuilder::Assemble).
+  std::map<int32_t, std::vector<int64_t>> step_rate_local_mirrors_;
 };
 
 }  // namespace lower_internal

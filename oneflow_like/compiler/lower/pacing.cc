@@ -77,7 +77,7 @@ absl::StatusOr<std::vector<int64_t>> Lowerer::PacingRegisters(const OpNode& op, 
                                                      "it on ranks that hold an input or a variable)"));
     }
     // One rank: another rank's register may be sent here, and its count depends on this reader.
-    if (builder_.only_rank() >= 0) pacing_readers_[pacing[d]].emplace_back(op.stage, position);
+    if (builder_.partial()) pacing_readers_[pacing[d]].emplace_back(op.stage, position);
   }
   return pacing;
 }

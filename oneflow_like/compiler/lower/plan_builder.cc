@@ -12,21 +12,21 @@ namespace compiler {
 namespace lower_internal {
 
 int64_t PlanBuilder::ReserveTasks(int64_t n) {
-  if (only_rank_ < 0) return static_cast<int64_t>(tasks_.size());
+  if (!partial()) return static_cast<int64_t>(tasks_.size());
   const int64_t first = next_task_;
   next_task_ += n;
   return first;
 }
 
 int64_t PlanBuilder::ReserveRegisters(int64_t n) {
-  if (only_rank_ < 0) return static_cast<int64_t>(registers_.size());
+  if (!partial()) return static_cast<int64_t>(registers_.size());
   const int64_t first = next_register_;
   next_register_ += n;
   return first;
 }
 
 int64_t PlanBuilder::AddTask(int64_t id, TaskInfo info) {
-  if (only_rank_ < 0) {
+  if (!partial()) {
     if (id != static_cast<int64_t>(tasks_.size()) && id_error_.empty()) {
       id_error_ = absl::StrCat("task '", info.proto.name(), "' added as id ", id, ", expected ", tasks_.size());
     }
@@ -40,7 +40,7 @@ int64_t PlanBuilder::AddTask(int64_t id, TaskInfo info) {
 
 int64_t PlanBuilder::AddRegister(int64_t id, int64_t task, const TensorDesc& desc, const std::string& name,
                                  bool step_rate) {
-  if (only_rank_ < 0) {
+  if (!partial()) {
     if (id != static_cast<int64_t>(registers_.size()) && id_error_.empty()) {
       id_error_ = absl::StrCat("register '", name, "' added as id ", id, ", expected ", registers_.size());
     }
@@ -89,7 +89,7 @@ void PlanBuilder::AddControlInput(int64_t task, int64_t register_id) {
   if (std::find(consumed.begin(), consumed.end(), register_id) == consumed.end()) {
     consumer.add_consumed_register_ids(register_id);
   }
-  if (only_rank_ >= 0 && !IsLocalRegister(register_id)) {  // a mirror: lists the local consumers
+  if (partial() && !IsLocalRegister(register_id)) {  // a mirror: lists the local consumers
     RegisterProto& mirror = mirrors_.at(register_id);
     for (const TaskRefProto& ref : mirror.consumers()) {
       if (ref.task_id() == task) return;
@@ -131,39 +131,105 @@ const TaskInfo& PlanBuilder::task(int64_t id) const {
 }
 
 int64_t PlanBuilder::TaskIndex(int64_t id) const {
-  if (only_rank_ < 0) return id;
+  if (!partial()) return id;
   auto it = task_index_.find(id);
   return it == task_index_.end() ? -1 : it->second;
 }
 
 RegisterInfo& PlanBuilder::reg(int64_t id) {
-  return only_rank_ < 0 ? registers_[id] : registers_[register_index_.at(id)];
+  return !partial() ? registers_[id] : registers_[register_index_.at(id)];
 }
 
 bool PlanBuilder::IsLocalRegister(int64_t id) const {
-  return only_rank_ < 0 ? id >= 0 && id < static_cast<int64_t>(registers_.size()) : register_index_.contains(id);
+  return !partial() ? id >= 0 && id < static_cast<int64_t>(registers_.size()) : register_index_.contains(id);
 }
 
-absl::Status PlanBuilder::AssembleRank(PlanProto* plan) {
-  if (tasks_.empty()) return absl::OkStatus();  // a rank without work has no plan, as in the whole plan
-  plan->add_ranks(only_rank_);
-  RankPlanProto* rank_plan = plan->add_rank_plans();
-  rank_plan->set_rank(only_rank_);
-  auto mirror = mirrors_.begin();
+absl::Status PlanBuilder::AssemblePartial(PlanProto* plan,
+                                         std::map<int32_t, std::vector<int64_t>>* step_rate_mirrors) {
+  std::map<int32_t, RankPlanProto*> by_rank;  // the ranks with tasks (a rank without work has no plan)
+  for (const TaskInfo& t : tasks_) by_rank.emplace(t.proto.rank(), nullptr);
+  if (by_rank.empty()) return absl::OkStatus();
+  // Registers per rank: (id, entry), put in id order below.
+  std::map<int32_t, std::vector<std::pair<int64_t, RegisterProto>>> entries;
   for (RegisterInfo& r : registers_) {
-    for (; mirror != mirrors_.end() && mirror->first < r.proto.id(); ++mirror) {
-      *rank_plan->add_registers() = std::move(mirror->second);
+    const int32_t producer_rank = r.proto.producer().rank();
+    std::vector<std::pair<int32_t, int64_t>> remote;  // consumers on other ranks of the range
+    for (int64_t c : r.consumer_tasks) {
+      const TaskInfo& consumer = task(c);
+      const int32_t rank = consumer.proto.rank();
+      if (rank == producer_rank || !Emits(rank)) continue;  // outside: its own lowering mirrors it
+      if (consumer.proto.type() != TaskProto::TRANSFER) {
+        return absl::InternalError(absl::StrCat("lowering: register '", r.proto.name(), "' on rank ", producer_rank,
+                                                " is read by ", TaskProto::Type_Name(consumer.proto.type()),
+                                                " task '", consumer.proto.name(), "' on rank ", rank,
+                                                "; only TRANSFER tasks may read another rank's register"));
+      }
+      remote.emplace_back(rank, c);
     }
-    rank_plan->mutable_registers()->Add(std::move(r.proto));
+    std::stable_sort(remote.begin(), remote.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+    for (size_t begin = 0, end = 0; begin < remote.size(); begin = end) {
+      const int32_t rank = remote[begin].first;
+      RegisterProto mirror;
+      mirror.set_id(r.proto.id());
+      *mirror.mutable_producer() = r.proto.producer();
+      for (end = begin; end < remote.size() && remote[end].first == rank; ++end) {
+        TaskRefProto* ref = mirror.add_consumers();
+        ref->set_task_id(remote[end].second);
+        ref->set_rank(rank);
+      }
+      mirror.set_count(r.proto.count());
+      *mirror.mutable_slots() = r.proto.slots();
+      mirror.mutable_remote()->set_rank(producer_rank);
+      mirror.set_name(r.proto.name());
+      if (r.step_rate && step_rate_mirrors != nullptr) (*step_rate_mirrors)[rank].push_back(r.proto.id());
+      entries[rank].emplace_back(r.proto.id(), std::move(mirror));
+    }
+    entries[producer_rank].emplace_back(r.proto.id(), std::move(r.proto));
   }
-  for (; mirror != mirrors_.end(); ++mirror) *rank_plan->add_registers() = std::move(mirror->second);
-  for (TaskInfo& t : tasks_) rank_plan->mutable_tasks()->Add(std::move(t.proto));
+  // Mirrors of registers made outside the range: one per consuming rank, listing its consumers.
+  for (auto& [id, mirror] : mirrors_) {
+    std::map<int32_t, std::vector<const TaskRefProto*>> consumers;
+    for (const TaskRefProto& ref : mirror.consumers()) consumers[ref.rank()].push_back(&ref);
+    if (consumers.empty()) {  // (one rank) a mirror no task reads yet still belongs to the rank
+      entries[first_rank_].emplace_back(id, std::move(mirror));
+      continue;
+    }
+    if (consumers.size() == 1) {
+      const int32_t rank = consumers.begin()->first;
+      entries[rank].emplace_back(id, std::move(mirror));
+      continue;
+    }
+    for (const auto& [rank, refs] : consumers) {
+      RegisterProto copy = mirror;
+      copy.clear_consumers();
+      for (const TaskRefProto* ref : refs) *copy.add_consumers() = *ref;
+      entries[rank].emplace_back(id, std::move(copy));
+    }
+  }
+  for (auto& [rank, rank_plan] : by_rank) {
+    plan->add_ranks(rank);
+    rank_plan = plan->add_rank_plans();
+    rank_plan->set_rank(rank);
+    auto it = entries.find(rank);
+    if (it == entries.end()) continue;
+    std::stable_sort(it->second.begin(), it->second.end(),
+                     [](const auto& a, const auto& b) { return a.first < b.first; });
+    rank_plan->mutable_registers()->Reserve(static_cast<int>(it->second.size()));
+    for (auto& [id, entry] : it->second) rank_plan->mutable_registers()->Add(std::move(entry));
+    it->second.clear();
+    it->second.shrink_to_fit();
+  }
+  for (; !tasks_.empty(); tasks_.pop_front()) {
+    TaskInfo& t = tasks_.front();
+    by_rank[t.proto.rank()]->mutable_tasks()->Add(std::move(t.proto));
+  }
+  registers_.clear();
   return absl::OkStatus();
 }
 
-absl::Status PlanBuilder::Assemble(PlanProto* plan) {
+absl::Status PlanBuilder::Assemble(PlanProto* plan, std::map<int32_t, std::vector<int64_t>>* step_rate_mirrors) {
   if (!id_error_.empty()) return absl::InternalError(absl::StrCat("lowering: ", id_error_));
-  if (only_rank_ >= 0) return AssembleRank(plan);
+  if (partial()) return AssemblePartial(plan, step_rate_mirrors);
   std::map<int32_t, RankPlanProto*> by_rank;
   std::vector<int32_t> ranks;
   for (const TaskInfo& t : tasks_) ranks.push_back(t.proto.rank());

@@ -22,6 +22,11 @@
 // (another rank's TRANSFER reads a local register: its id, rank, stage and position) and
 // AddMirror (a local TRANSFER reads another rank's register: the mirror's id, producer, slots and
 // name; the lowering sets its count before Assemble). Not thread-safe.
+//
+// A range of ranks (first_rank r, num_ranks k: ranks r .. r+k-1, what `olplan verify` lowers a
+// chunk at a time): as one rank, with every rank of the range local. A register read on another
+// rank of the range gets its mirror at Assemble as in the whole plan; the far ends outside the
+// range are added as for one rank (AddRemoteConsumer, AddMirror, one mirror per consuming rank).
 #ifndef ONEFLOW_LIKE_COMPILER_LOWER_PLAN_BUILDER_H_
 #define ONEFLOW_LIKE_COMPILER_LOWER_PLAN_BUILDER_H_
 
@@ -60,11 +65,18 @@ struct RegisterInfo {
 
 class PlanBuilder {
  public:
-  explicit PlanBuilder(int32_t only_rank = -1) : only_rank_(only_rank) {}
+  // first_rank -1: the whole plan; else ranks first_rank .. first_rank + num_ranks - 1.
+  explicit PlanBuilder(int32_t first_rank = -1, int32_t num_ranks = 1)
+      : first_rank_(first_rank), end_rank_(first_rank < 0 ? -1 : first_rank + num_ranks) {}
 
-  int32_t only_rank() const { return only_rank_; }
+  // Not the whole plan: one rank or a range of ranks.
+  bool partial() const { return first_rank_ >= 0; }
+  int32_t first_rank() const { return first_rank_; }
+  // One past the last rank of the range (-1 for the whole plan).
+  int32_t end_rank() const { return end_rank_; }
+  int32_t num_ranks() const { return end_rank_ - first_rank_; }
   // Whether tasks of `rank` are added (every rank for the whole plan).
-  bool Emits(int32_t rank) const { return only_rank_ < 0 || rank == only_rank_; }
+  bool Emits(int32_t rank) const { return first_rank_ < 0 || (rank >= first_rank_ && rank < end_rank_); }
 
   // The first of `n` task (register) ids of the next emission.
   int64_t ReserveTasks(int64_t n);
@@ -107,13 +119,16 @@ class PlanBuilder {
   // remote registers consumed there, in id order. Memory locations must already be set on the
   // registers (registers.cc). Internal error if a cross-rank consumer is not a TRANSFER or the
   // whole plan's ids have a gap. Moves the protos out: the builder is spent afterwards.
-  // Moves every task and register into `plan` (the builder is empty afterwards).
-  absl::Status Assemble(PlanProto* plan);
+  // Moves every task and register into `plan` (the builder is empty afterwards). A range:
+  // `step_rate_mirrors` (if not null) gets, per rank, the ids of its mirrors of registers made
+  // in the range that are step-rate (those of mirrors() are the lowering's facts).
+  absl::Status Assemble(PlanProto* plan, std::map<int32_t, std::vector<int64_t>>* step_rate_mirrors = nullptr);
 
  private:
-  absl::Status AssembleRank(PlanProto* plan);
+  absl::Status AssemblePartial(PlanProto* plan, std::map<int32_t, std::vector<int64_t>>* step_rate_mirrors);
 
-  int32_t only_rank_ = -1;
+  int32_t first_rank_ = -1;
+  int32_t end_rank_ = -1;
   int64_t next_task_ = 0;      // one rank: the counters
   int64_t next_register_ = 0;
   std::string id_error_;       // whole plan: the first id added out of order

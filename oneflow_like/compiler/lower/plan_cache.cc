@@ -118,8 +118,22 @@ PlanLayout Counts(const BoxingPlan& plan) {
   return layout;
 }
 
-// Counts, plus where each step's tasks and each value's register fall, and the lowered rank's steps.
-PlanLayout LayOut(const BoxingPlan& plan, int32_t only_rank) {
+// The steps a rank of [first, end) runs, sends from or joins (BoxingPlan::StepsOfRank of a range).
+std::vector<int32_t> StepsOfRanks(const BoxingPlan& plan, int32_t first, int32_t end) {
+  auto in = [&](Rank r) { return r.value() >= first && r.value() < end; };
+  std::vector<int32_t> out;
+  for (size_t i = 0; i < plan.steps.size(); ++i) {
+    const BoxingStep& s = plan.steps[i];
+    bool mine = in(s.rank) || (s.kind == StepKind::kTransfer && in(s.peer));
+    if (!mine && s.kind == StepKind::kCollective) mine = std::any_of(s.group.begin(), s.group.end(), in);
+    if (mine) out.push_back(static_cast<int32_t>(i));
+  }
+  return out;
+}
+
+// Counts, plus where each step's tasks and each value's register fall, and the lowered ranks'
+// steps (only_rank .. end_rank - 1; end_rank -1: only_rank alone).
+PlanLayout LayOut(const BoxingPlan& plan, int32_t only_rank, int32_t end_rank = -1) {
   PlanLayout layout = Counts(plan);
   layout.step_offset.resize(plan.steps.size());
   layout.collective_index.resize(plan.steps.size());
@@ -141,7 +155,11 @@ PlanLayout LayOut(const BoxingPlan& plan, int32_t only_rank) {
     offset += outputs;
     collectives += step.kind == StepKind::kCollective ? 1 : 0;
   }
-  if (only_rank >= 0) layout.local_steps = plan.StepsOfRank(Rank(only_rank));
+  if (only_rank >= 0 && end_rank > only_rank + 1) {
+    layout.local_steps = StepsOfRanks(plan, only_rank, end_rank);
+  } else if (only_rank >= 0) {
+    layout.local_steps = plan.StepsOfRank(Rank(only_rank));
+  }
   return layout;
 }
 
@@ -274,7 +292,10 @@ absl::StatusOr<const CachedPlan*> Lowerer::PlanFor(TensorId tensor, const Value&
   const CostConfig& cost = options_.boxing_options.cost;
   const std::string key = PlanKey(*t.desc, src.placement, src.nd_sbp, placement, nd_sbp);
   auto cached = plan_cache_.find(key);
-  if (cached == plan_cache_.end() && builder_.only_rank() >= 0 && collective_expander_ == nullptr) {
+  // A range of ranks builds whole plans where it takes part (one rank builds its part alone).
+  const bool takes_part = !builder_.partial() || Touches(src.placement) || Touches(placement);
+  if (cached == plan_cache_.end() && builder_.partial() && collective_expander_ == nullptr &&
+      (builder_.num_ranks() == 1 || !takes_part)) {
     ASSIGN_OR_RETURN(CachedPlan entry, PlanForOneRank(t, src, placement, nd_sbp));
     cached = plan_cache_.emplace(key, std::move(entry)).first;
   }
@@ -312,11 +333,10 @@ absl::StatusOr<const CachedPlan*> Lowerer::PlanFor(TensorId tensor, const Value&
       choice.set_collective_seconds(canon.collective_seconds);
       choice.set_chosen(canon.use_collective ? "collective" : "point_to_point");
     }
-    const int32_t me = builder_.only_rank();
     CachedPlan entry;
-    if (me < 0 || src.placement.Contains(Rank(me)) || placement.Contains(Rank(me))) {
+    if (takes_part) {
       entry.plan = ShiftPlan(canon.plan, shift);
-      entry.layout = LayOut(entry.plan, me);
+      entry.layout = LayOut(entry.plan, builder_.first_rank(), builder_.end_rank());
     } else {  // counts only; a bucketable plan keeps its steps' groups
       entry.complete = false;
       entry.layout = Counts(canon.plan);
@@ -345,10 +365,10 @@ absl::StatusOr<const CachedPlan*> Lowerer::PlanFor(TensorId tensor, const Value&
 // 10^5..10^6-step boxings of other stages cost neither the memory nor the time of building them).
 absl::StatusOr<CachedPlan> Lowerer::PlanForOneRank(const TensorNode& t, const Value& src, const Placement& placement,
                                                    const NdSbp& nd_sbp) {
-  const Rank me(builder_.only_rank());
+  const Rank me(builder_.first_rank());
   BoxingRequest request{*t.desc, src.placement, src.nd_sbp, placement, nd_sbp, absl::StrCat("tensor '", t.name, "'")};
   CachedPlan entry;
-  if (src.placement.Contains(me) || placement.Contains(me)) {
+  if (builder_.num_ranks() == 1 && (src.placement.Contains(me) || placement.Contains(me))) {
     ASSIGN_OR_RETURN(BoxingPart part, expander_->ExpandPart(request, me));
     if (part.reduced) return FromPart(std::move(part), me.value());
     if (CollectivesOnly(part.plan)) {  // bucketable: bucket.cc reads every step; one per group anyway
