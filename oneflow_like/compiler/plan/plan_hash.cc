@@ -213,6 +213,23 @@ std::string PlanContentHash(const PlanProto& plan) {
   return absl::StrFormat("fnv1a64:%016x", hash);
 }
 
+StreamedPlanHash::StreamedPlanHash(const PlanProto& head) {
+  PlanProto fields;
+  fields.set_job_name(head.job_name());
+  fields.set_world_size(head.world_size());
+  *fields.mutable_ranks() = head.ranks();
+  hash_ = HashMessage(kFnvOffsetBasis, fields);
+}
+
+void StreamedPlanHash::AddRankPlan(absl::string_view serialized) {
+  hash_ = Fnv1a64Continue(hash_, FieldFrame(4, serialized.size()));
+  hash_ = Fnv1a64Continue(hash_, serialized);
+}
+
+std::string StreamedPlanHash::Finish(const PlanProto& tail) {
+  return absl::StrFormat("fnv1a64:%016x", HashMessage(hash_, tail));
+}
+
 void SealPlan(PlanProto* plan) {
   plan->clear_content_hash();
   plan->set_content_hash(PlanContentHash(*plan));

@@ -38,6 +38,22 @@ std::string DeterministicBytes(const google::protobuf::MessageLite& message);
 // "fnv1a64:" + 16 lowercase hex digits (see above). Ignores the stored content_hash.
 std::string PlanContentHash(const PlanProto& plan);
 
+// PlanContentHash of a plan given in pieces, never held whole (olplan verify of a large world):
+//   StreamedPlanHash hash(head);              // job_name, world_size, ranks (fields 1-3)
+//   for (each rank plan, in order) hash.AddRankPlan(DeterministicBytes(rank_plan));
+//   std::string h = hash.Finish(tail);        // every field after rank_plans (5-7, 9-10)
+// equals PlanContentHash of the plan with those fields and rank plans.
+class StreamedPlanHash {
+ public:
+  explicit StreamedPlanHash(const PlanProto& head);
+  void AddRankPlan(absl::string_view serialized);
+  // REQUIRES: `tail` sets no field before pieces_per_step and no content_hash.
+  std::string Finish(const PlanProto& tail);
+
+ private:
+  uint64_t hash_;
+};
+
 // Sets plan->content_hash() to PlanContentHash(*plan).
 void SealPlan(PlanProto* plan);
 

@@ -168,6 +168,40 @@ TEST(PlanHashTest, ManyRankPlansHashLikeTheWholeSerialization) {
   EXPECT_EQ(PlanContentHash(plan), whole(plan));
 }
 
+// A plan hashed in pieces (head, rank plans one at a time, tail) hashes like the whole plan.
+TEST(PlanHashTest, StreamedHashEqualsTheWholePlansHash) {
+  PlanProto plan = SamplePlan();
+  for (int r = 2; r < 5; ++r) {
+    plan.add_ranks(r);
+    RankPlanProto* rank_plan = plan.add_rank_plans();
+    rank_plan->set_rank(r);
+    rank_plan->add_tasks()->set_name("t" + std::to_string(r));
+    plan.add_memory()->set_rank(r);
+  }
+  plan.set_world_size(5);
+  plan.add_sbp_decisions()->set_op_name("relu");
+  plan.add_boxing_choices()->set_transition("x");
+  plan.mutable_per_rank()->set_rank(1);
+  auto streamed = [](const PlanProto& p) {
+    StreamedPlanHash hash(p);  // reads the head fields only
+    for (const RankPlanProto& rank_plan : p.rank_plans()) hash.AddRankPlan(DeterministicBytes(rank_plan));
+    PlanProto tail = p;
+    tail.clear_job_name();
+    tail.clear_world_size();
+    tail.clear_ranks();
+    tail.clear_rank_plans();
+    tail.clear_content_hash();
+    return hash.Finish(tail);
+  };
+  EXPECT_EQ(streamed(plan), PlanContentHash(plan));
+  PlanProto changed = plan;
+  changed.mutable_rank_plans(2)->mutable_tasks(0)->set_name("y");
+  EXPECT_NE(streamed(changed), streamed(plan));
+  EXPECT_EQ(streamed(changed), PlanContentHash(changed));
+  changed.set_pieces_per_step(7);
+  EXPECT_EQ(streamed(changed), PlanContentHash(changed));
+}
+
 }  // namespace
 }  // namespace compiler
 }  // namespace oneflow_like
