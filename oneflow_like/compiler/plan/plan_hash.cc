@@ -226,6 +226,13 @@ void StreamedPlanHash::AddRankPlan(absl::string_view serialized) {
   hash_ = Fnv1a64Continue(hash_, serialized);
 }
 
+void StreamedPlanHash::AddFields(const PlanProto& fields) { hash_ = HashMessage(hash_, fields); }
+
+void StreamedPlanHash::AddElement(int field, const google::protobuf::MessageLite& element) {
+  hash_ = Fnv1a64Continue(hash_, FieldFrame(field, element.ByteSizeLong()));
+  hash_ = HashMessage(hash_, element, /*sizes_cached=*/true);
+}
+
 std::string StreamedPlanHash::Finish(const PlanProto& tail) {
   return absl::StrFormat("fnv1a64:%016x", HashMessage(hash_, tail));
 }

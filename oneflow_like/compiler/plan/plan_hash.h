@@ -47,6 +47,10 @@ class StreamedPlanHash {
  public:
   explicit StreamedPlanHash(const PlanProto& head);
   void AddRankPlan(absl::string_view serialized);
+  // The tail may also come in pieces, in field order: AddFields({pieces_per_step}), then
+  // AddElement(6, decision) for each SBP decision (not copied), then Finish({memory, ...}).
+  void AddFields(const PlanProto& fields);
+  void AddElement(int field, const google::protobuf::MessageLite& element);
   // REQUIRES: `tail` sets no field before pieces_per_step and no content_hash.
   std::string Finish(const PlanProto& tail);
 

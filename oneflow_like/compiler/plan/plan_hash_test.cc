@@ -200,6 +200,18 @@ TEST(PlanHashTest, StreamedHashEqualsTheWholePlansHash) {
   EXPECT_EQ(streamed(changed), PlanContentHash(changed));
   changed.set_pieces_per_step(7);
   EXPECT_EQ(streamed(changed), PlanContentHash(changed));
+  // The tail in pieces: pieces_per_step, each SBP decision, the rest.
+  StreamedPlanHash pieces(plan);
+  for (const RankPlanProto& rank_plan : plan.rank_plans()) pieces.AddRankPlan(DeterministicBytes(rank_plan));
+  PlanProto first;
+  first.set_pieces_per_step(plan.pieces_per_step());
+  pieces.AddFields(first);
+  for (const OpSbpDecisionProto& d : plan.sbp_decisions()) pieces.AddElement(6, d);
+  PlanProto rest;
+  *rest.mutable_memory() = plan.memory();
+  *rest.mutable_boxing_choices() = plan.boxing_choices();
+  *rest.mutable_per_rank() = plan.per_rank();
+  EXPECT_EQ(pieces.Finish(rest), PlanContentHash(plan));
 }
 
 }  // namespace
