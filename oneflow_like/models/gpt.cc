@@ -51,7 +51,12 @@ class GptWriter {
 
   absl::StatusOr<compiler::Graph> Write(const TrainOptions& train) {
     seed_ = train.seed;
-    const int64_t per_stage = (c_.n_layer + l_.pp - 1) / l_.pp;
+    // Layers split as evenly as the stages allow: the first n_layer % pp stages get one more
+    // (24 layers on 16 stages: 2 on stages 0-7, 1 on 8-15; not 2 on 0-11 and none on 12-14).
+    const int64_t base = c_.n_layer / l_.pp, extra = c_.n_layer % l_.pp;
+    auto stage_of = [&](int64_t layer) {
+      return layer < extra * (base + 1) ? layer / (base + 1) : extra + (layer - extra * (base + 1)) / base;
+    };
     stage_ = 0;
     StageMesh mesh0(l_, 0);
     // The data is fed on the host: on a cuda layout, COPY tasks take it to the devices.
@@ -61,7 +66,7 @@ class GptWriter {
     TensorRef x = Op("embedding", {wte, idx}, {}, "wte.lookup");
     x = Op("add", {x, wpe}, {}, "embed.add");
     for (int64_t layer = 0; layer < c_.n_layer; ++layer) {
-      stage_ = std::min<int64_t>(layer / per_stage, l_.pp - 1);
+      stage_ = std::min<int64_t>(stage_of(layer), l_.pp - 1);
       recompute_ = train.recompute;  // only the blocks' ops are recomputed
       x = Block(absl::StrCat("h", layer), x);
       recompute_ = false;
