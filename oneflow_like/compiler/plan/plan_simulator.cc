@@ -1,342 +1,190 @@
 #include "oneflow_like/compiler/plan/plan_simulator.h"
 
 #include <algorithm>
-#include <cstddef>
-#include <map>
-#include <utility>
+#include <string>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "oneflow_like/compiler/plan/plan_index.h"
+#include "oneflow_like/compiler/plan/plan_sim_graph.h"
 #include "oneflow_like/core/status.h"
 
 namespace oneflow_like {
 namespace compiler {
 namespace {
 
-// FIFO of per-buffer "returns still missing" counts of one register, oldest buffer first.
-// Popped entries are compacted away once they are the majority (amortized O(1)).
-class Ring {
- public:
-  bool empty() const { return head_ == data_.size(); }
-  int32_t& at(size_t i) { return data_[head_ + i]; }
-  void PushBack(int32_t value) { data_.push_back(value); }
-  void PopFront() {
-    if (++head_ * 2 < data_.size() || head_ < 16) return;
-    data_.erase(data_.begin(), data_.begin() + static_cast<std::ptrdiff_t>(head_));
-    head_ = 0;
-  }
-
- private:
-  std::vector<int32_t> data_;
-  size_t head_ = 0;
-};
-
-// A list of indices stored in a shared array (CSR): no allocation per task or register.
-class IndexSpan {
- public:
-  IndexSpan() = default;
-  IndexSpan(const int64_t* begin, const int64_t* end) : begin_(begin), end_(end) {}
-  const int64_t* begin() const { return begin_; }
-  const int64_t* end() const { return end_; }
-  bool empty() const { return begin_ == end_; }
-  size_t size() const { return static_cast<size_t>(end_ - begin_); }
-
- private:
-  const int64_t* begin_ = nullptr;
-  const int64_t* end_ = nullptr;
-};
-
-// The consecutive indices [first, last), iterable like a list of them.
-class IndexRange {
- public:
-  class Iterator {
-   public:
-    explicit Iterator(int64_t i) : i_(i) {}
-    int64_t operator*() const { return i_; }
-    Iterator& operator++() {
-      ++i_;
-      return *this;
-    }
-    bool operator!=(const Iterator& other) const { return i_ != other.i_; }
-
-   private:
-    int64_t i_;
-  };
-  IndexRange() = default;
-  IndexRange(int64_t first, int64_t last) : first_(first), last_(last) {}
-  Iterator begin() const { return Iterator(first_); }
-  Iterator end() const { return Iterator(last_); }
-  bool empty() const { return first_ == last_; }
-  size_t size() const { return static_cast<size_t>(last_ - first_); }
-
- private:
-  int64_t first_ = 0;
-  int64_t last_ = 0;
-};
-
-// kCollective fires only together with its partners (same group and global_order).
-enum class Kind { kInputSource, kHolder, kRepeat, kAccumulate, kOrdinary, kInputless, kCollective };
-
+// The simulation state over a SimGraph: counters per task, register and edge, in dense arrays.
 class Simulator {
  public:
-  Simulator(const PlanIndex& index, int64_t steps)
-      : index_(index), steps_(steps), pieces_(index.plan().pieces_per_step()) {}
+  Simulator(const SimGraph& graph, const SimLabels& labels, int64_t steps)
+      : g_(graph),
+        labels_(labels),
+        steps_(steps),
+        pieces_(graph.pieces_per_step),
+        tasks_(graph.num_tasks()),
+        registers_(graph.num_registers()),
+        edges_(graph.edge_task.size()),
+        queued_(graph.num_tasks(), false) {}
 
-  void Build();
   void Run();
   PlanSimulation Finish(int max_reported_tasks) const;
 
  private:
-  struct Register {
-    int32_t rank = 0;
-    const RegisterProto* proto = nullptr;
-    int64_t producer = -1;  // task index
-    IndexRange edges;  // its consumers' edges, consecutive in edges_
-    Ring outstanding;  // buffers [released, produced)
+  struct Task {
+    int64_t fired = 0;
+    int64_t emitted = 0;
+    int64_t read = 0;
+    int64_t phase = 0;  // REPEAT: emissions of the current input; ACCUMULATE: inputs summed
   };
-  // The counters the firing conditions read, apart from the rest of Register so that the hot
-  // loops touch a small dense array.
-  struct Credits {
+  struct Register {
     int64_t produced = 0;
     int64_t released = 0;  // buffers every consumer has returned
-    int64_t count = 1;
+    int64_t lagging = 0;   // while produced > released: edges that have not returned buffer `released`
   };
   struct Edge {
-    int64_t reg = 0;
-    int64_t task = 0;
     int64_t taken = 0;
     int64_t returned = 0;
   };
-  struct Task {
-    Kind kind = Kind::kOrdinary;
-    int64_t count = 1;  // REPEAT / ACCUMULATE c; firing budget of sources and input-less tasks
-    int64_t fired = 0;
-    int64_t phase = 0;  // REPEAT: emissions of the current input; ACCUMULATE: inputs summed
-    int64_t emitted = 0;
-    int64_t read = 0;
-    IndexSpan in_edges;       // into task_edges_
-    IndexSpan out_registers;  // into task_registers_
-    int64_t rendezvous = -1;  // kCollective: index into rendezvous_
-  };
 
-  bool Readable(int64_t edge) const {
-    return credits_[edges_[edge].reg].produced > edges_[edge].taken;
+  const int32_t* InBegin(int64_t t) const { return g_.in_edges.data() + g_.in_start[t]; }
+  const int32_t* InEnd(int64_t t) const { return g_.in_edges.data() + g_.in_start[t + 1]; }
+  const int32_t* OutBegin(int64_t t) const { return g_.out_registers.data() + g_.out_start[t]; }
+  const int32_t* OutEnd(int64_t t) const { return g_.out_registers.data() + g_.out_start[t + 1]; }
+  bool NoInputs(int64_t t) const { return g_.in_start[t] == g_.in_start[t + 1]; }
+  // Firing budget of sources and input-less tasks.
+  int64_t Budget(int64_t t) const { return g_.kind[t] == SimGraph::kHolder ? steps_ : steps_ * pieces_; }
+  bool Inputless(int64_t t) const { return g_.kind[t] == SimGraph::kOther && NoInputs(t); }
+
+  bool Readable(int64_t e) const { return registers_[g_.edge_register[e]].produced > edges_[e].taken; }
+  bool Free(int64_t r) const {
+    return registers_[r].produced - registers_[r].released < g_.register_count[r];
   }
-  bool Free(int64_t reg) const {
-    const Credits& c = credits_[reg];
-    return c.produced - c.released < c.count;
+  bool AllReadable(int64_t t) const {
+    return std::all_of(InBegin(t), InEnd(t), [this](int32_t e) { return Readable(e); });
   }
-  bool AllReadable(const Task& task) const {
-    return std::all_of(task.in_edges.begin(), task.in_edges.end(),
-                       [this](int64_t edge) { return Readable(edge); });
+  bool AllFree(int64_t t) const {
+    return std::all_of(OutBegin(t), OutEnd(t), [this](int32_t r) { return Free(r); });
   }
-  bool AllFree(const Task& task) const {
-    return std::all_of(task.out_registers.begin(), task.out_registers.end(),
-                       [this](int64_t reg) { return Free(reg); });
+  bool Ready(int64_t t) const { return AllReadable(t) && AllFree(t); }
+  void Wake(int64_t t) {
+    if (t < 0 || queued_[t]) return;
+    queued_[t] = true;
+    worklist_.push_back(t);
   }
-  void Wake(int64_t task) {
-    if (task < 0 || queued_[task]) return;
-    queued_[task] = true;
-    worklist_.push_back(task);
-  }
-  void Produce(Task& task);
-  void Take(Task& task);
-  void Return(Task& task);
-  bool Ready(const Task& task) const { return AllReadable(task) && AllFree(task); }
-  void FireOrdinary(Task& task) {
-    Take(task);
-    Return(task);
-    Produce(task);
+  void Produce(int64_t t);
+  void Take(int64_t t);
+  void Return(int64_t t);
+  void FireOrdinary(int64_t t) {
+    Take(t);
+    Return(t);
+    Produce(t);
   }
   bool TryFire(int64_t t);
   std::string Describe(int64_t t) const;
 
-  const PlanIndex& index_;
+  const SimGraph& g_;
+  const SimLabels& labels_;
   const int64_t steps_;
   const int64_t pieces_;
-  std::vector<Register> regs_;
-  std::vector<Credits> credits_;  // by register, as regs_
-  std::vector<Edge> edges_;
   std::vector<Task> tasks_;
+  std::vector<Register> registers_;
+  std::vector<Edge> edges_;
   std::vector<bool> queued_;
   std::vector<int64_t> worklist_;
-  std::vector<int64_t> task_edges_;      // every task's in_edges, task by task
-  std::vector<int64_t> task_registers_;  // every task's out_registers, task by task
-  std::vector<std::vector<int64_t>> rendezvous_;  // member tasks of one collective call
 };
 
-void Simulator::Build() {
-  regs_.reserve(index_.producing_registers().size());
-  credits_.reserve(index_.producing_registers().size());
-  for (const auto& [rank, proto] : index_.producing_registers()) {
-    Register reg;
-    reg.rank = rank;
-    reg.proto = proto;
-    Credits credits;
-    credits.count = std::max(1, proto->count());
-    credits_.push_back(credits);
-    reg.producer = index_.TaskIndex(proto->producer().task_id());
-    regs_.push_back(std::move(reg));
-  }
-  tasks_.resize(index_.num_tasks());
-  std::map<std::pair<std::vector<int32_t>, int64_t>, int64_t> rendezvous_of;
-  // Edges register by register; then each task's in-edges and produced registers as CSR lists
-  // (a task's edges in edge order, as if appended while walking the registers).
-  std::vector<int64_t> edge_start(tasks_.size() + 1, 0);
-  for (int64_t r = 0; r < static_cast<int64_t>(regs_.size()); ++r) {
-    const int64_t first = static_cast<int64_t>(edges_.size());
-    for (const TaskRefProto& consumer : regs_[r].proto->consumers()) {
-      const int64_t t = index_.TaskIndex(consumer.task_id());
-      if (t < 0) continue;
-      ++edge_start[t + 1];
-      edges_.push_back(Edge{r, t});
-    }
-    regs_[r].edges = IndexRange(first, static_cast<int64_t>(edges_.size()));
-  }
-  for (size_t t = 0; t < tasks_.size(); ++t) edge_start[t + 1] += edge_start[t];
-  task_edges_.resize(edges_.size());
-  {
-    std::vector<int64_t> fill(edge_start.begin(), edge_start.end() - 1);
-    for (int64_t e = 0; e < static_cast<int64_t>(edges_.size()); ++e) {
-      task_edges_[fill[edges_[e].task]++] = e;
-    }
-  }
-  std::vector<int64_t> register_start(tasks_.size() + 1, 0);
-  for (int64_t t = 0; t < index_.num_tasks(); ++t) {
-    for (int64_t id : index_.task(t).produced_register_ids()) {
-      const int64_t r = index_.ProducingIndex(id);  // regs_ follows producing_registers()
-      if (r >= 0) task_registers_.push_back(r);
-    }
-    register_start[t + 1] = static_cast<int64_t>(task_registers_.size());
-  }
-  for (int64_t t = 0; t < index_.num_tasks(); ++t) {
-    const int64_t* edges = task_edges_.data();
-    const int64_t* registers = task_registers_.data();
-    tasks_[t].in_edges = IndexSpan(edges + edge_start[t], edges + edge_start[t + 1]);
-    tasks_[t].out_registers =
-        IndexSpan(registers + register_start[t], registers + register_start[t + 1]);
-  }
-  for (int64_t t = 0; t < index_.num_tasks(); ++t) {
-    const TaskProto& proto = index_.task(t);
-    Task& task = tasks_[t];
-    if (proto.type() == TaskProto::SOURCE) {
-      const bool holder = index_.IsVariableHolder(proto);
-      task.kind = holder ? Kind::kHolder : Kind::kInputSource;
-      task.count = holder ? steps_ : steps_ * pieces_;
-    } else if (proto.type() == TaskProto::REPEAT || proto.type() == TaskProto::ACCUMULATE) {
-      task.kind = proto.type() == TaskProto::REPEAT ? Kind::kRepeat : Kind::kAccumulate;
-      task.count = std::max<int64_t>(1, proto.count().count());
-    } else if (proto.type() == TaskProto::COLLECTIVE) {
-      task.kind = Kind::kCollective;
-      const auto& ranks = proto.collective().ranks();
-      auto [it, fresh] =
-          rendezvous_of.emplace(std::make_pair(std::vector<int32_t>(ranks.begin(), ranks.end()),
-                                               proto.collective().global_order()),
-                                static_cast<int64_t>(rendezvous_.size()));
-      if (fresh) rendezvous_.emplace_back();
-      task.rendezvous = it->second;
-      rendezvous_[it->second].push_back(t);
-    } else if (task.in_edges.empty()) {
-      task.kind = Kind::kInputless;
-      task.count = steps_ * pieces_;
-    }
-  }
-  queued_.assign(tasks_.size(), false);
-}
-
-void Simulator::Produce(Task& task) {
-  for (int64_t r : task.out_registers) {
-    Register& reg = regs_[r];
-    Credits& credits = credits_[r];
-    ++credits.produced;
-    if (reg.edges.empty()) {
-      ++credits.released;
+void Simulator::Produce(int64_t t) {
+  for (const int32_t* r = OutBegin(t); r != OutEnd(t); ++r) {
+    Register& reg = registers_[*r];
+    const int64_t consumers = g_.edge_start[*r + 1] - g_.edge_start[*r];
+    if (consumers == 0) {
+      ++reg.produced;
+      ++reg.released;
       continue;
     }
-    reg.outstanding.PushBack(static_cast<int32_t>(reg.edges.size()));
-    for (int64_t edge : reg.edges) Wake(edges_[edge].task);
+    if (reg.produced++ == reg.released) reg.lagging = consumers;  // the oldest outstanding buffer
+    for (int64_t e = g_.edge_start[*r]; e < g_.edge_start[*r + 1]; ++e) Wake(g_.edge_task[e]);
   }
-  ++task.emitted;
+  ++tasks_[t].emitted;
 }
 
-void Simulator::Take(Task& task) {
-  for (int64_t edge : task.in_edges) ++edges_[edge].taken;
-  ++task.read;
+void Simulator::Take(int64_t t) {
+  for (const int32_t* e = InBegin(t); e != InEnd(t); ++e) ++edges_[*e].taken;
+  ++tasks_[t].read;
 }
 
-void Simulator::Return(Task& task) {
-  for (int64_t edge : task.in_edges) {
-    Register& reg = regs_[edges_[edge].reg];
-    Credits& credits = credits_[edges_[edge].reg];
-    const int64_t buffer = edges_[edge].returned++;
-    --reg.outstanding.at(static_cast<size_t>(buffer - credits.released));
-    bool advanced = false;
-    while (!reg.outstanding.empty() && reg.outstanding.at(0) == 0) {
-      reg.outstanding.PopFront();
-      ++credits.released;
-      advanced = true;
+// Buffers are returned in order on each edge, so a register's oldest buffer is released once
+// no edge still lags at it; the next oldest's laggards are counted then.
+void Simulator::Return(int64_t t) {
+  for (const int32_t* e = InBegin(t); e != InEnd(t); ++e) {
+    const int32_t r = g_.edge_register[*e];
+    Register& reg = registers_[r];
+    if (edges_[*e].returned++ != reg.released || --reg.lagging > 0) continue;
+    while (reg.lagging == 0 && reg.produced > reg.released) {
+      ++reg.released;
+      reg.lagging = 0;
+      if (reg.produced == reg.released) break;
+      for (int64_t other = g_.edge_start[r]; other < g_.edge_start[r + 1]; ++other) {
+        if (edges_[other].returned == reg.released) ++reg.lagging;
+      }
     }
-    if (advanced) Wake(reg.producer);
+    Wake(g_.producer[r]);
   }
 }
 
 bool Simulator::TryFire(int64_t t) {
   Task& task = tasks_[t];
-  switch (task.kind) {
-    case Kind::kInputSource:
-      if (task.fired >= task.count || !AllFree(task)) return false;
-      Produce(task);
+  switch (g_.kind[t]) {
+    case SimGraph::kInputSource:
+      if (task.fired >= Budget(t) || !AllFree(t)) return false;
+      Produce(t);
       break;
-    case Kind::kHolder:
-      if (task.fired >= task.count || !AllFree(task)) return false;
+    case SimGraph::kHolder:
+      if (task.fired >= Budget(t) || !AllFree(t)) return false;
       if (task.fired > 0) {  // the first firing does not wait for an update
-        if (!AllReadable(task)) return false;
-        Take(task);
-        Return(task);
+        if (!AllReadable(t)) return false;
+        Take(t);
+        Return(t);
       }
-      Produce(task);
+      Produce(t);
       break;
-    case Kind::kRepeat:
+    case SimGraph::kRepeat:
       if (task.phase == 0) {
-        if (!AllReadable(task) || !AllFree(task)) return false;
-        Take(task);
-      } else if (!AllFree(task)) {
+        if (!AllReadable(t) || !AllFree(t)) return false;
+        Take(t);
+      } else if (!AllFree(t)) {
         return false;
       }
-      Produce(task);
-      if (++task.phase == task.count) {
-        Return(task);
+      Produce(t);
+      if (++task.phase == g_.count[t]) {
+        Return(t);
         task.phase = 0;
       }
       break;
-    case Kind::kAccumulate:
-      if (!AllReadable(task)) return false;
-      if (task.phase == task.count - 1 && !AllFree(task)) return false;
-      Take(task);
-      Return(task);
-      if (++task.phase == task.count) {
-        Produce(task);
+    case SimGraph::kAccumulate:
+      if (!AllReadable(t)) return false;
+      if (task.phase == g_.count[t] - 1 && !AllFree(t)) return false;
+      Take(t);
+      Return(t);
+      if (++task.phase == g_.count[t]) {
+        Produce(t);
         task.phase = 0;
       }
       break;
-    case Kind::kInputless:
-    case Kind::kOrdinary:
-      if (task.kind == Kind::kInputless && task.fired >= task.count) return false;
-      if (!Ready(task)) return false;
-      FireOrdinary(task);
+    case SimGraph::kOther:
+      if (NoInputs(t) && task.fired >= Budget(t)) return false;
+      if (!Ready(t)) return false;
+      FireOrdinary(t);
       break;
-    case Kind::kCollective: {
-      const std::vector<int64_t>& members = rendezvous_[task.rendezvous];
-      for (int64_t member : members) {
-        const Task& other = tasks_[member];
-        if (!Ready(other)) return false;
-        if (other.in_edges.empty() && other.fired >= steps_ * pieces_)
-          return false;  // as kInputless
+    case SimGraph::kCollective: {
+      const std::vector<int32_t>& members = g_.rendezvous_members[g_.rendezvous[t]];
+      for (int32_t member : members) {
+        if (!Ready(member)) return false;
+        if (NoInputs(member) && tasks_[member].fired >= steps_ * pieces_) return false;  // as input-less
       }
-      for (int64_t member : members) {
-        FireOrdinary(tasks_[member]);
+      for (int32_t member : members) {
+        FireOrdinary(member);
         if (member != t) ++tasks_[member].fired;
       }
       break;
@@ -347,7 +195,7 @@ bool Simulator::TryFire(int64_t t) {
 }
 
 void Simulator::Run() {
-  for (int64_t t = static_cast<int64_t>(tasks_.size()) - 1; t >= 0; --t) Wake(t);
+  for (int64_t t = g_.num_tasks() - 1; t >= 0; --t) Wake(t);
   while (!worklist_.empty()) {
     const int64_t t = worklist_.back();
     worklist_.pop_back();
@@ -360,41 +208,36 @@ void Simulator::Run() {
 // One task's unmet firing conditions: "waits for register 5 'y' (not readable: ...)".
 std::string Simulator::Describe(int64_t t) const {
   const Task& task = tasks_[t];
-  std::string text =
-      absl::StrCat(PlanIndex::TaskLabel(index_.task(t)), " fired ", task.fired, " time(s)");
-  if (task.kind == Kind::kRepeat || task.kind == Kind::kAccumulate) {
-    absl::StrAppend(&text, ", ", task.phase, " of ", task.count, " into the current round");
+  const uint8_t kind = g_.kind[t];
+  std::string text = absl::StrCat(labels_.TaskLabel(t), " fired ", task.fired, " time(s)");
+  if (kind == SimGraph::kRepeat || kind == SimGraph::kAccumulate) {
+    absl::StrAppend(&text, ", ", task.phase, " of ", g_.count[t], " into the current round");
   }
-  const bool wants_inputs = !(task.kind == Kind::kRepeat && task.phase > 0) &&
-                            !(task.kind == Kind::kHolder && task.fired == 0);
-  for (int64_t edge : task.in_edges) {
-    if (!wants_inputs || Readable(edge)) continue;
-    const Register& reg = regs_[edges_[edge].reg];
-    absl::StrAppend(&text, "; waits for ", PlanIndex::RegisterLabel(reg.rank, *reg.proto),
-                    " (not readable: its producer ",
-                    reg.producer < 0 ? "?" : PlanIndex::TaskLabel(index_.task(reg.producer)),
-                    " has produced ", credits_[edges_[edge].reg].produced, " buffer(s), all read)");
+  const bool wants_inputs =
+      !(kind == SimGraph::kRepeat && task.phase > 0) && !(kind == SimGraph::kHolder && task.fired == 0);
+  for (const int32_t* e = InBegin(t); e != InEnd(t); ++e) {
+    if (!wants_inputs || Readable(*e)) continue;
+    const int32_t r = g_.edge_register[*e];
+    absl::StrAppend(&text, "; waits for ", labels_.RegisterLabel(r), " (not readable: its producer ",
+                    g_.producer[r] < 0 ? "?" : labels_.TaskLabel(g_.producer[r]), " has produced ",
+                    registers_[r].produced, " buffer(s), all read)");
   }
-  for (int64_t r : task.out_registers) {
-    if (Free(r)) continue;
-    const Register& reg = regs_[r];
-    const Credits& credits = credits_[r];
-    absl::StrAppend(&text, "; waits for a free buffer of ",
-                    PlanIndex::RegisterLabel(reg.rank, *reg.proto), " (not free: all ",
-                    credits.count, " buffer(s) in use; buffer ", credits.released,
-                    " not yet returned by");
-    for (int64_t edge : reg.edges) {
-      if (edges_[edge].returned > credits.released) continue;
-      absl::StrAppend(&text, " ", PlanIndex::TaskLabel(index_.task(edges_[edge].task)), " (read ",
-                      edges_[edge].taken, ", returned ", edges_[edge].returned, ")");
+  for (const int32_t* r = OutBegin(t); r != OutEnd(t); ++r) {
+    if (Free(*r)) continue;
+    const Register& reg = registers_[*r];
+    absl::StrAppend(&text, "; waits for a free buffer of ", labels_.RegisterLabel(*r), " (not free: all ",
+                    g_.register_count[*r], " buffer(s) in use; buffer ", reg.released, " not yet returned by");
+    for (int64_t e = g_.edge_start[*r]; e < g_.edge_start[*r + 1]; ++e) {
+      if (edges_[e].returned > reg.released) continue;
+      absl::StrAppend(&text, " ", labels_.TaskLabel(g_.edge_task[e]), " (read ", edges_[e].taken, ", returned ",
+                      edges_[e].returned, ")");
     }
     absl::StrAppend(&text, ")");
   }
-  if (task.kind == Kind::kCollective) {
-    for (int64_t member : rendezvous_[task.rendezvous]) {
-      if (member == t || Ready(tasks_[member])) continue;
-      absl::StrAppend(&text, "; its collective partner ", PlanIndex::TaskLabel(index_.task(member)),
-                      " is not ready");
+  if (kind == SimGraph::kCollective) {
+    for (int32_t member : g_.rendezvous_members[g_.rendezvous[t]]) {
+      if (member == t || Ready(member)) continue;
+      absl::StrAppend(&text, "; its collective partner ", labels_.TaskLabel(member), " is not ready");
     }
   }
   return text;
@@ -402,62 +245,83 @@ std::string Simulator::Describe(int64_t t) const {
 
 PlanSimulation Simulator::Finish(int max_reported_tasks) const {
   PlanSimulation result;
-  result.emitted_by_index.resize(tasks_.size());
-  result.read_by_index.resize(tasks_.size());
+  const int64_t num_tasks = g_.num_tasks();
+  result.emitted_by_index.resize(num_tasks);
+  result.read_by_index.resize(num_tasks);
   bool sources_unfinished = false;
   bool half_way = false;
   std::vector<int64_t> blocked;  // tasks that want to fire but cannot, in plan order
-  for (int64_t t = 0; t < static_cast<int64_t>(tasks_.size()); ++t) {
+  for (int64_t t = 0; t < num_tasks; ++t) {
     const Task& task = tasks_[t];
     result.emitted_by_index[t] = task.emitted;
     result.read_by_index[t] = task.read;
     bool wants = task.phase > 0;
     half_way = half_way || task.phase > 0;
-    if (task.kind == Kind::kInputSource || task.kind == Kind::kHolder) {
-      wants = task.fired < task.count;
+    if (g_.kind[t] == SimGraph::kInputSource || g_.kind[t] == SimGraph::kHolder) {
+      wants = task.fired < Budget(t);
       sources_unfinished = sources_unfinished || wants;
-    } else if (task.kind != Kind::kInputless) {
-      for (int64_t edge : task.in_edges) wants = wants || Readable(edge);
+    } else if (!Inputless(t)) {
+      for (const int32_t* e = InBegin(t); e != InEnd(t); ++e) wants = wants || Readable(*e);
     }
     if (wants) blocked.push_back(t);
   }
-  std::vector<std::string> unread;
-  for (const Edge& edge : edges_) {
-    const Register& reg = regs_[edge.reg];
-    if (reg.producer >= 0 && tasks_[reg.producer].kind == Kind::kInputless) continue;
-    const int64_t allowed = tasks_[edge.task].kind == Kind::kHolder ? 1 : 0;
-    const int64_t produced = credits_[edge.reg].produced;
-    if (produced - edge.taken > allowed) {
-      unread.push_back(absl::StrCat(PlanIndex::RegisterLabel(reg.rank, *reg.proto), " read ",
-                                    edge.taken, " of ", produced, " buffer(s) by ",
-                                    PlanIndex::TaskLabel(index_.task(edge.task))));
+  std::string first_unread;
+  int64_t unread = 0;
+  for (int64_t e = 0; e < static_cast<int64_t>(edges_.size()); ++e) {
+    const int32_t r = g_.edge_register[e];
+    if (g_.producer[r] >= 0 && Inputless(g_.producer[r])) continue;
+    const int64_t allowed = g_.kind[g_.edge_task[e]] == SimGraph::kHolder ? 1 : 0;
+    const int64_t produced = registers_[r].produced;
+    if (produced - edges_[e].taken <= allowed) continue;
+    if (unread++ == 0) {
+      first_unread = absl::StrCat(labels_.RegisterLabel(r), " read ", edges_[e].taken, " of ", produced,
+                                  " buffer(s) by ", labels_.TaskLabel(g_.edge_task[e]));
     }
   }
-  if (!sources_unfinished && !half_way && unread.empty()) {
+  if (!sources_unfinished && !half_way && unread == 0) {
     result.completed = true;
     return result;
   }
   result.report = absl::StrCat(
-      sources_unfinished ? "deadlock" : "not drained", ": simulating ", steps_, " step(s) of ",
-      pieces_, " piece(s) ",
-      sources_unfinished
-          ? "got stuck before every SOURCE finished its firings"
-          : "fired every SOURCE, but tasks were left half way or buffers unread (a rate "
-            "mismatch, e.g. an ACCUMULATE / REPEAT count that does not match the pieces)");
+      sources_unfinished ? "deadlock" : "not drained", ": simulating ", steps_, " step(s) of ", pieces_, " piece(s) ",
+      sources_unfinished ? "got stuck before every SOURCE finished its firings"
+                         : "fired every SOURCE, but tasks were left half way or buffers unread (a rate "
+                           "mismatch, e.g. an ACCUMULATE / REPEAT count that does not match the pieces)");
   if (!blocked.empty()) {
     absl::StrAppend(&result.report, "; ", blocked.size(), " blocked task(s), e.g.:");
     for (size_t i = 0; i < blocked.size() && static_cast<int>(i) < max_reported_tasks; ++i) {
       absl::StrAppend(&result.report, "\n  ", Describe(blocked[i]));
     }
   }
-  if (!unread.empty()) {
-    absl::StrAppend(&result.report, "\n  unread: ", unread.front());
-    if (unread.size() > 1) absl::StrAppend(&result.report, " (and ", unread.size() - 1, " more)");
+  if (unread > 0) {
+    absl::StrAppend(&result.report, "\n  unread: ", first_unread);
+    if (unread > 1) absl::StrAppend(&result.report, " (and ", unread - 1, " more)");
   }
   return result;
 }
 
+// Labels from the whole plan's index.
+class IndexLabels : public SimLabels {
+ public:
+  explicit IndexLabels(const PlanIndex& index) : index_(index) {}
+  std::string TaskLabel(int64_t t) const override { return PlanIndex::TaskLabel(index_.task(t)); }
+  std::string RegisterLabel(int64_t r) const override {
+    const auto& [rank, reg] = index_.producing_registers()[r];
+    return PlanIndex::RegisterLabel(rank, *reg);
+  }
+
+ private:
+  const PlanIndex& index_;
+};
+
 }  // namespace
+
+PlanSimulation RunSimulation(const SimGraph& graph, const SimLabels& labels, int64_t steps,
+                             int max_reported_tasks) {
+  Simulator simulator(graph, labels, steps);
+  simulator.Run();
+  return simulator.Finish(max_reported_tasks);
+}
 
 absl::StatusOr<PlanSimulation> SimulatePlan(const PlanIndex& index, int64_t steps,
                                             int max_reported_tasks) {
@@ -468,10 +332,10 @@ absl::StatusOr<PlanSimulation> SimulatePlan(const PlanIndex& index, int64_t step
   if (index.plan().pieces_per_step() < 1) {
     return absl::InvalidArgumentError("SimulatePlan: pieces_per_step must be >= 1");
   }
-  Simulator simulator(index, steps);
-  simulator.Build();
-  simulator.Run();
-  return simulator.Finish(max_reported_tasks);
+  SimGraphBuilder builder(index.plan().pieces_per_step());
+  for (const RankPlanProto& rank_plan : index.plan().rank_plans()) builder.AddRank(index, rank_plan);
+  const SimGraph graph = builder.Finish();
+  return RunSimulation(graph, IndexLabels(index), steps, max_reported_tasks);
 }
 
 absl::StatusOr<PlanSimulation> SimulatePlan(const PlanProto& plan, int64_t steps,
