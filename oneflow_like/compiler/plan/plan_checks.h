@@ -5,6 +5,7 @@
 #define ONEFLOW_LIKE_COMPILER_PLAN_PLAN_CHECKS_H_
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <string>
 #include <tuple>
@@ -20,6 +21,14 @@ namespace compiler {
 
 // InternalError("VerifyPlan: " + message).
 absl::Status PlanError(const std::string& message);
+
+// Checks 1 (what the index left), 3, 2, 4, 5, 6 on `plan` (its `index`), in that order: the
+// checks a whole plan and a per-rank plan share. `across_ranks` false (a per-rank plan): the
+// collective order only along each stream and within the rank (plan_verifier.cc).
+absl::Status CheckStructure(const PlanProto& plan, const PlanIndex& index, const PlanVerifierOptions& options,
+                            bool across_ranks);
+// What VerifyRankPlan requires before indexing: `plan` is per_rank and lists at most its own rank.
+absl::Status CheckPerRankShape(const PlanProto& plan);
 
 // 3. Tasks' register lists, slot refs, per-type params, bindings (plan_verifier.cc). Runs
 // before CheckRegisters, so a dangling reference is reported from the task's side.
@@ -50,9 +59,16 @@ absl::Status CheckCollectiveOrder(const PlanStreams& streams, bool across_ranks)
 // 6b. Collective geometry: regions per member, slot shapes, kind rules, members agree
 // (plan_verifier_collectives.cc).
 absl::Status CheckCollectiveGeometry(const PlanIndex& index);
+// What two member tasks' params of one call disagree on ("its kind", "its ranks", ...; "" if
+// nothing): CheckCollectiveGeometry's comparison with the call's first member.
+std::string CollectiveCallDifference(const CollectiveParams& a, const CollectiveParams& b);
+// The label of a task on another rank than a per-rank part's, by task id (StreamedVerifier).
+using ForeignTaskLabel = std::function<std::string(int64_t task_id)>;
 // 8. Byte sharing in reusable blocks against lifetimes (plan_verifier_memory.cc).
+// On a per-rank part's index (StreamedVerifier::CheckRank), `simulation` holds the counts of the
+// part's tasks and `foreign` names consumers on other ranks in messages.
 absl::Status CheckMemoryReuse(const PlanIndex& index, const PlanSimulation& simulation,
-                              int64_t steps);
+                              int64_t steps, const ForeignTaskLabel& foreign = nullptr);
 
 }  // namespace compiler
 }  // namespace oneflow_like

@@ -333,10 +333,6 @@ absl::Status CheckTasks(const PlanIndex& index) {
   return absl::OkStatus();
 }
 
-namespace {
-
-// The checks a whole plan and a per-rank plan share: tasks, registers, memory, stream order,
-// collective order (across ranks only for the whole plan) and geometry.
 absl::Status CheckStructure(const PlanProto& plan, const PlanIndex& index, const PlanVerifierOptions& options,
                             bool across_ranks) {
   if (plan.pieces_per_step() < 1) {
@@ -352,7 +348,16 @@ absl::Status CheckStructure(const PlanProto& plan, const PlanIndex& index, const
   return CheckCollectiveGeometry(index);
 }
 
-}  // namespace
+absl::Status CheckPerRankShape(const PlanProto& plan) {
+  if (!plan.has_per_rank()) {
+    return PlanError(absl::StrCat("the plan of '", plan.job_name(), "' is not a per-rank plan (VerifyPlan checks it)"));
+  }
+  if (plan.ranks_size() > 1 || (plan.ranks_size() == 1 && plan.ranks(0) != plan.per_rank().rank())) {
+    return PlanError(absl::StrCat("the per-rank plan of rank ", plan.per_rank().rank(), " lists ", plan.ranks_size(),
+                                  " ranks; it holds its own rank's plan alone"));
+  }
+  return absl::OkStatus();
+}
 
 absl::Status VerifyPlan(const PlanProto& plan, const PlanVerifierOptions& options) {
   if (plan.has_per_rank()) {
@@ -373,13 +378,7 @@ absl::Status VerifyPlan(const PlanProto& plan, const PlanVerifierOptions& option
 }
 
 absl::Status VerifyRankPlan(const PlanProto& plan, const PlanVerifierOptions& options) {
-  if (!plan.has_per_rank()) {
-    return PlanError(absl::StrCat("the plan of '", plan.job_name(), "' is not a per-rank plan (VerifyPlan checks it)"));
-  }
-  if (plan.ranks_size() > 1 || (plan.ranks_size() == 1 && plan.ranks(0) != plan.per_rank().rank())) {
-    return PlanError(absl::StrCat("the per-rank plan of rank ", plan.per_rank().rank(), " lists ", plan.ranks_size(),
-                                  " ranks; it holds its own rank's plan alone"));
-  }
+  RETURN_IF_ERROR(CheckPerRankShape(plan));
   ASSIGN_OR_RETURN(PlanIndex index, PlanIndex::Build(plan));
   return CheckStructure(plan, index, options, /*across_ranks=*/false);
 }

@@ -296,8 +296,9 @@ bool SameGeometry(const CollectiveParams& a, const CollectiveParams& b) {
          SameRegions(a.output_regions(), b.output_regions());
 }
 
-// What two member tasks of one call disagree on ("" if nothing).
-std::string CallDifference(const CollectiveParams& a, const CollectiveParams& b) {
+}  // namespace
+
+std::string CollectiveCallDifference(const CollectiveParams& a, const CollectiveParams& b) {
   if (a.kind() != b.kind()) return "its kind";
   if (!std::equal(a.ranks().begin(), a.ranks().end(), b.ranks().begin(), b.ranks().end())) {
     return "its ranks";
@@ -314,8 +315,6 @@ std::string CallDifference(const CollectiveParams& a, const CollectiveParams& b)
   return "";
 }
 
-}  // namespace
-
 absl::Status CheckCollectiveGeometry(const PlanIndex& index) {
   std::map<int64_t, const TaskProto*> first_of_call;  // global_order -> its first member task
   for (int64_t t = 0; t < index.num_tasks(); ++t) {
@@ -325,7 +324,7 @@ absl::Status CheckCollectiveGeometry(const PlanIndex& index) {
     auto [it, first] = first_of_call.emplace(task.collective().global_order(), &task);
     if (first) {
       RETURN_IF_ERROR(CheckKindGeometry(task));
-    } else if (const std::string difference = CallDifference(it->second->collective(), task.collective());
+    } else if (const std::string difference = CollectiveCallDifference(it->second->collective(), task.collective());
                !difference.empty()) {
       return PlanError(absl::StrCat(
           PlanIndex::TaskLabel(task), " and ", PlanIndex::TaskLabel(*it->second),

@@ -196,10 +196,14 @@ struct Reason {
   enum Kind { kNone, kCount, kEmitted, kOtherStream, kRepeat, kHolder, kReads, kStreams } kind = kNone;
   const TaskProto* task = nullptr;  // the consumer concerned (kOtherStream .. kReads)
   int64_t value = 0;                // kCount: the count; kEmitted: the emissions
+  int64_t foreign_task = -1;        // kOtherStream: its id when it is not in a per-rank part's index
 };
 
-std::string ReasonText(const Reason& reason, int64_t steps) {
-  auto label = [&] { return PlanIndex::TaskLabel(*reason.task); };
+std::string ReasonText(const Reason& reason, int64_t steps, const ForeignTaskLabel& foreign) {
+  auto label = [&] {
+    if (reason.task != nullptr) return PlanIndex::TaskLabel(*reason.task);
+    return foreign ? foreign(reason.foreign_task) : absl::StrCat("task ", reason.foreign_task);
+  };
   switch (reason.kind) {
     case Reason::kNone:
       return "";
@@ -238,6 +242,7 @@ Reason Lifetime(const PlanIndex& index, const PlanSimulation& simulation, int64_
   const TaskProto* other_stream = nullptr;  // the first consumer on another stream of the device
   for (const TaskRefProto& ref : reg.consumers()) {
     const TaskProto* consumer = index.FindTask(ref.task_id());
+    if (consumer == nullptr) return Reason{Reason::kOtherStream, nullptr, 0, ref.task_id()};  // another rank's
     if (consumer->rank() != producer->rank() ||
         consumer->device().index() != producer->device().index() ||
         consumer->device().type() != producer->device().type()) {
@@ -268,9 +273,9 @@ struct Entry {
 
 // The error for two entries of different classes sharing bytes that cannot be ordered.
 absl::Status ClassError(int32_t rank, int64_t block, const Entry* other, const Entry* e,
-                        const std::vector<StreamKey>& stream_keys, int64_t steps) {
+                        const std::vector<StreamKey>& stream_keys, int64_t steps, const ForeignTaskLabel& foreign) {
   auto why = [&](const Entry* e) {
-    if (e->stream < 0) return ReasonText(e->why, steps);
+    if (e->stream < 0) return ReasonText(e->why, steps, foreign);
     const StreamKey& key = stream_keys[e->stream];
     return absl::StrCat("it has a lifetime on stream ", std::get<0>(key), ":", std::get<1>(key),
                         "/", std::get<2>(key));
@@ -287,7 +292,8 @@ absl::Status ClassError(int32_t rank, int64_t block, const Entry* other, const E
 // lifetime on one stream) sharing bytes: the first such pair (an error naming it), if any.
 // Sweeps by offset keeping the two furthest-reaching entries of distinct classes.
 absl::Status CheckClasses(int32_t rank, int64_t block, std::vector<const Entry*> entries,
-                          const std::vector<StreamKey>& stream_keys, int64_t steps) {
+                          const std::vector<StreamKey>& stream_keys, int64_t steps,
+                          const ForeignTaskLabel& foreign) {
   std::stable_sort(entries.begin(), entries.end(), [](const Entry* a, const Entry* b) {
     return a->placement.begin < b->placement.begin;
   });
@@ -298,7 +304,7 @@ absl::Status CheckClasses(int32_t rank, int64_t block, std::vector<const Entry*>
     const int64_t cls = class_of(e);
     const Entry* other = first != nullptr && class_of(first) != cls ? first : second;
     if (other != nullptr && other->placement.end > e->placement.begin) {
-      return ClassError(rank, block, other, e, stream_keys, steps);
+      return ClassError(rank, block, other, e, stream_keys, steps, foreign);
     }
     if (first == nullptr || class_of(first) == cls) {
       if (first == nullptr || e->placement.end > first->placement.end) first = e;
@@ -348,7 +354,7 @@ absl::Status CheckLifetimes(int32_t rank, int64_t block, int32_t stream,
 }  // namespace
 
 absl::Status CheckMemoryReuse(const PlanIndex& index, const PlanSimulation& simulation,
-                              int64_t steps) {
+                              int64_t steps, const ForeignTaskLabel& foreign) {
   for (const RankPlanProto& rank_plan : index.plan().rank_plans()) {
     const int32_t rank = rank_plan.rank();
     absl::flat_hash_map<int64_t, bool> persistent;
@@ -388,7 +394,7 @@ absl::Status CheckMemoryReuse(const PlanIndex& index, const PlanSimulation& simu
     }
     std::unique_ptr<PieceOrder> order;  // built for the first block sharing across classes
     for (auto& [block, list] : by_block) {
-      if (CheckClasses(rank, block, list, stream_keys, steps).ok()) continue;
+      if (CheckClasses(rank, block, list, stream_keys, steps, foreign).ok()) continue;
       // Registers of different streams (or used on several) share bytes: every such pair must
       // be ordered by what happens before what.
       if (order == nullptr) order = std::make_unique<PieceOrder>(index, simulation, steps, rank_plan);
@@ -403,7 +409,7 @@ absl::Status CheckMemoryReuse(const PlanIndex& index, const PlanSimulation& simu
       RETURN_IF_ERROR(CheckOrderedSharing(*order, index, rank, block, std::move(shared),
                                           [&](const SharedBytes& a, const SharedBytes& b) {
                                             return ClassError(rank, block, list[a.tag], list[b.tag], stream_keys,
-                                                              steps);
+                                                              steps, foreign);
                                           }));
     }
     for (auto& [key, list] : by_stream) {

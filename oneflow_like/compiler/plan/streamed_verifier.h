@@ -1,0 +1,93 @@
+// Verifies a whole plan given as per-rank parts (CompileOptions::only_rank, LowerOptions::only_rank:
+// a PlanProto with `per_rank` set holding one rank's RankPlanProto and memory entry, byte for
+// byte the whole plan's), one part at a time, in bounded memory: the verdict of VerifyPlan on
+// the plan the parts merge into (rank_plans.h), without ever holding that plan. `olplan verify`
+// uses it for plans too large to hold as protos (4,096 ranks: 6.5M tasks, 15.7 GB as protos).
+//
+//   StreamedVerifier v(world_size, pieces_per_step, options);
+//   for (each rank r ascending; ranks without work may be skipped) RETURN_IF_ERROR(v.AddRank(part_r));
+//   RETURN_IF_ERROR(v.Finish());
+//   for (each rank again, ascending, the same parts) RETURN_IF_ERROR(v.CheckRank(part_r));
+//   // (CheckRank does something only if options.steps > 0 && options.check_memory_reuse.)
+//
+// The passes (check numbers of plan_verifier.h):
+//   AddRank   what VerifyRankPlan checks on the part (1, 3, 2 for what the rank holds, 4, 5, 6
+//             along its streams and its collectives' geometry), and across the parts so far:
+//             world_size and pieces_per_step as given, ranks ascending and inside the world,
+//             task ids unique in the plan, each register id produced on one rank; a
+//             collective task whose params differ from its call's first member on an earlier
+//             rank is remembered (reported by Finish after check 6's sequences). Then it records
+//             the part in the skeleton (plan_skeleton.h, plan_sim_graph.h): about 100 bytes per
+//             task and register with edges, names interned.
+//   Finish    2 across ranks: every mirror names a rank that produces the register, with the same
+//             producer and slots, and the producer lists the mirror's TRANSFER consumers; every
+//             consumer on another rank exists there, consumes the register and pulls it
+//             through a mirror on its rank. 6 across ranks: every member rank of each group
+//             issues the same sequence of (global_order, kind); then the remembered params
+//             difference. Then the deadlock simulation 7 (options.steps > 0) on the skeleton,
+//             its report naming tasks and registers as VerifyPlan's does.
+//   CheckRank 8 (memory reuse) on the part with the simulation's counts of its tasks.
+//
+// Messages are VerifyPlan's ("VerifyPlan: rank 1 task 16 'dw.transfer@r1' (TRANSFER): ...") for
+// the same defect found by the same check. Differences from VerifyPlan on the merged plan, only
+// when a plan has several defects: which one is reported first. VerifyPlan runs each check on
+// every rank before the next check; here rank r's local checks run before rank r+1's id checks,
+// and a producing register's checks of its own rank's consumers before those of other ranks'.
+// Parts that are not one job's (another world_size or pieces_per_step) are refused by AddRank.
+//
+// Errors: InternalError (a plan defect, as VerifyPlan), FailedPrecondition (calls out of order:
+// AddRank after Finish, CheckRank before a successful Finish or with another rank's part).
+// Cost: linear in the parts' tasks, registers and edges (the simulation as SimulatePlan).
+// Thread-compatible; the parts are only read, and nothing points into them after a call.
+#ifndef ONEFLOW_LIKE_COMPILER_PLAN_STREAMED_VERIFIER_H_
+#define ONEFLOW_LIKE_COMPILER_PLAN_STREAMED_VERIFIER_H_
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "oneflow_like/compiler/plan/plan_simulator.h"
+#include "oneflow_like/compiler/plan/plan_verifier.h"
+#include "oneflow_like/core/proto/plan.pb.h"
+
+namespace oneflow_like {
+namespace compiler {
+
+struct PlanSkeleton;
+class SimGraphBuilder;
+
+class StreamedVerifier {
+ public:
+  StreamedVerifier(int32_t world_size, int64_t pieces_per_step, const PlanVerifierOptions& options);
+  ~StreamedVerifier();
+  StreamedVerifier(const StreamedVerifier&) = delete;
+  StreamedVerifier& operator=(const StreamedVerifier&) = delete;
+
+  // REQUIRES: parts in ascending rank order, before Finish.
+  absl::Status AddRank(const PlanProto& part);
+  // REQUIRES: every part added. Call once.
+  absl::Status Finish();
+  // REQUIRES: Finish() returned OK; parts in ascending rank order, each as given to AddRank.
+  absl::Status CheckRank(const PlanProto& part);
+
+  // After Finish with options.steps > 0: the simulation's counts, by task in plan order (ranks
+  // ascending, tasks as listed), as SimulatePlan(merged plan) gives them.
+  const PlanSimulation& simulation() const { return simulation_; }
+
+ private:
+  const int32_t world_size_;
+  const int64_t pieces_per_step_;
+  const PlanVerifierOptions options_;
+  std::unique_ptr<PlanSkeleton> skeleton_;
+  std::unique_ptr<SimGraphBuilder> builder_;
+  bool finished_ = false;
+  bool finished_ok_ = false;
+  size_t next_checked_ = 0;  // CheckRank: index into the skeleton's ranks
+  PlanSimulation simulation_;
+};
+
+}  // namespace compiler
+}  // namespace oneflow_like
+
+#endif  // ONEFLOW_LIKE_COMPILER_PLAN_STREAMED_VERIFIER_H_
