@@ -22,9 +22,10 @@
 // but must not partially overlap one. float32 gelu uses the identity
 // 0.5 (1 + tanh(u)) = 1 / (1 + e^(-2u)) with row_math's branch-free polynomial exp (which
 // saturates: e^(-2u) -> 0 or ~e^88, so gelu -> x or ~0 in the tails); float64 uses std::tanh
-// (it serves gradient checks). The exact (erf) form: see NormalCdf below.
+// (it serves gradient checks). The exact (erf) form: see ErfGeluValue below.
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 
 #include "oneflow_like/core/ops/builtin_ops.h"
 #include "oneflow_like/core/ops/op_util.h"
@@ -70,47 +71,73 @@ inline T GeluDerivative(T x) {
 // The exact (erf) gelu: y = x Phi(x), Phi(x) = 0.5 (1 + erf(x / sqrt 2)) = 0.5 erfc(-x / sqrt 2),
 // and dy/dx = Phi(x) + x phi(x), phi(x) = e^(-x^2/2) / sqrt(2 pi).
 // float64 (gradient checks): std::erfc, which keeps full relative accuracy in the negative tail.
-// float32: branch-free and vectorizable, with the Chebyshev-fitted erfc of Press et al.,
-// Numerical Recipes sec. 6.2 (fractional error < 1.2e-7 for all z >= 0):
-//   erfc(z) = t exp(-z^2 + P(t)),  t = 1 / (1 + z/2),  P a degree-9 polynomial,
-// on z = |x| / sqrt 2, with row_math's polynomial exp; Phi(x) = 0.5 erfc(z) for x < 0, else
-// 1 - 0.5 erfc(z).
+// float32: branch-free and vectorizable, with a = min(|x|, 14) (e(a) below flushes to 0 past
+// a = 13.2, where Phi(-a) ~ 5e-40 is a denormal already):
+//   Phi(-a) = e(a) R(a),   e(a) = exp(-a^2 / 2),   R(a) = P(a) / Q(a)
+// R is the Mills ratio over sqrt(2 pi) (R(0) = 1/2, R(a) ~ 1 / (a sqrt(2 pi))), a rational
+// function of degrees 4 / 5 fitted for relative error (< 5e-9 on [0, 13.3] against mpmath;
+// all coefficients positive, so no cancellation). e(a) comes from the exact square: a = ah +
+// al with ah a's top 12 bits, so ah^2 is exact and -a^2/2 = -ah^2/2 - al (a + ah) / 2 reaches
+// row_math::ExpHiLo as a head and a small tail. Phi(x) = x < 0 ? Phi(-a) : 1 - Phi(-a), and
+// phi(x) = e(a) / sqrt(2 pi) shares the exponential. The exponential and the rational function
+// are independent chains, each evaluated by Estrin's scheme: the loop is bound by its latency
+// (the former erfc of Numerical Recipes fed a 9-step Horner chain into exp: 2x slower).
+// Against float64 over [-16, 16] (activation_ops_test): relative error < 4e-7 in gelu wherever
+// it is a normal float (the negative tail included), and < 3e-7 of Phi(x) + |x| phi(x) in gelu'.
 constexpr double kSqrtHalf = 0.70710678118654752440;
 constexpr double kInvSqrt2Pi = 0.39894228040143267794;  // 1 / sqrt(2 pi)
 
 inline double NormalCdf(double x) { return 0.5 * std::erfc(-x * kSqrtHalf); }
 inline double NormalPdf(double x) { return std::exp(-0.5 * x * x) * kInvSqrt2Pi; }
 
-// Phi(x) and, through *pdf, phi(x) for float32.
-inline float NormalCdf(float x, float* pdf) {
-  const float z = std::fabs(x) * static_cast<float>(kSqrtHalf);
-  const float t = 1.0f / (1.0f + 0.5f * z);
-  float p = 0.17087277f;
-  p = p * t - 0.82215223f;
-  p = p * t + 1.48851587f;
-  p = p * t - 1.13520398f;
-  p = p * t + 0.27886807f;
-  p = p * t - 0.18628806f;
-  p = p * t + 0.09678418f;
-  p = p * t + 0.37409196f;
-  p = p * t + 1.00002368f;
-  p = p * t - 1.26551223f;
-  const float z2 = z * z;
-  const float half_erfc = 0.5f * t * row_math::Exp(p - z2);  // Phi(-|x|)
-  *pdf = row_math::Exp(-z2) * static_cast<float>(kInvSqrt2Pi);
-  return x < 0.0f ? half_erfc : 1.0f - half_erfc;
+// min(|x|, 14), 14 for NaN (x itself carries the NaN to the result). Through the bits, as an
+// integer min: GCC cannot turn a float `a < 14 ? a : 14` into a min (NaN semantics) and
+// duplicates the whole computation instead.
+inline float AbsClamp14(float x) {
+  uint32_t bits;
+  std::memcpy(&bits, &x, sizeof(bits));
+  bits &= 0x7FFFFFFFu;
+  constexpr uint32_t k14 = 0x41600000u;  // 14.0f
+  bits = bits < k14 ? bits : k14;
+  float a;
+  std::memcpy(&a, &bits, sizeof(a));
+  return a;
+}
+
+// e(a) = exp(-a^2 / 2) from the exact square (see above). REQUIRES: 0 <= a <= 14.
+inline float HalfGaussExp(float a) {
+  uint32_t bits;
+  std::memcpy(&bits, &a, sizeof(bits));
+  bits &= 0xFFFFF000u;
+  float ah;
+  std::memcpy(&ah, &bits, sizeof(ah));
+  const float al = a - ah;
+  return row_math::ExpHiLo(-0.5f * (ah * ah), -0.5f * (al * (a + ah)));
+}
+
+// R(a) = Phi(-a) / e(a) for 0 <= a <= 14.
+inline float MillsRatioOverSqrt2Pi(float a) {
+  const float a2 = a * a;
+  const float a4 = a2 * a2;
+  const float p = (0.5000000024788459f + 0.4356974818105161f * a) +
+                  a2 * (0.18131501687858112f + 0.039986947120353444f * a) + a4 * 0.004020595942317962f;
+  const float q = (1.0f + 1.66927988206215f * a) + a2 * (1.1945185458288485f + 0.4644021110758458f * a) +
+                  a4 * (0.10023978997458811f + 0.010077996335739359f * a);
+  return p / q;
 }
 
 inline double ErfGeluValue(double x) { return x * NormalCdf(x); }
 inline double ErfGeluDerivative(double x) { return NormalCdf(x) + x * NormalPdf(x); }
 inline float ErfGeluValue(float x) {
-  float pdf;
-  return x * NormalCdf(x, &pdf);
+  const float a = AbsClamp14(x);
+  const float tail = HalfGaussExp(a) * MillsRatioOverSqrt2Pi(a);  // Phi(-|x|)
+  return x * (x < 0.0f ? tail : 1.0f - tail);
 }
 inline float ErfGeluDerivative(float x) {
-  float pdf;
-  const float cdf = NormalCdf(x, &pdf);
-  return cdf + x * pdf;
+  const float a = AbsClamp14(x);
+  const float e = HalfGaussExp(a);
+  const float tail = e * MillsRatioOverSqrt2Pi(a);
+  return (x < 0.0f ? tail : 1.0f - tail) + x * (e * static_cast<float>(kInvSqrt2Pi));
 }
 
 template <typename T>

@@ -141,6 +141,52 @@ TEST_F(ActivationTest, ExactGeluGradKernelAndRule) {
                     {"approximate", "\"erf\""});
 }
 
+// The float32 erf kernels (a rational Mills ratio times exp(-x^2/2), activation_ops.cc) against
+// float64 std::erfc on a dense grid over [-16, 16], through both tails: gelu to 1e-6 relative,
+// gelu' to 1e-6 of Phi(x) + |x| phi(x) (the size of its terms: near gelu's minimum, x ~ -0.75,
+// gelu' crosses 0 and only absolute accuracy means anything). Both may flush results below the
+// smallest normal float (~1.2e-38; past x ~ -13.2) to 0.
+TEST_F(ActivationTest, ExactGeluFloat32MatchesFloat64AcrossTheRange) {
+  std::vector<float> v;
+  for (int i = -16 * 1024; i <= 16 * 1024; ++i) v.push_back(static_cast<float>(i) / 1024.0f + 1.0f / 3072.0f);
+  for (float big : {20.0f, 100.0f, 1e30f, 3.4e38f}) {
+    v.push_back(big);
+    v.push_back(-big);
+  }
+  const int64_t n = static_cast<int64_t>(v.size());
+  const Tensor x = Tensor::FromVector<float>({n}, v);
+  auto y = t_.Run("gelu", {x}, kExact);
+  ASSERT_TRUE(y.ok()) << y.status();
+  auto dx = t_.Run("gelu_grad", {Tensor::FromVector<float>({n}, std::vector<float>(v.size(), 1.0f)), x}, kExact);
+  ASSERT_TRUE(dx.ok()) << dx.status();
+  int bad = 0;
+  for (int64_t i = 0; i < n && bad < 5; ++i) {
+    const double xd = v[i];
+    const double cdf = 0.5 * std::erfc(-xd / std::sqrt(2.0));
+    const double x_pdf = std::abs(xd) < 100 ? xd * std::exp(-0.5 * xd * xd) / std::sqrt(2.0 * M_PI) : 0.0;
+    const double got = (*y)[0].GetAsDouble(i), want = xd * cdf;
+    const double got_d = (*dx)[0].GetAsDouble(i), want_d = cdf + x_pdf;
+    if (!(std::abs(got - want) <= 1e-6 * std::abs(want) + 1.2e-37)) {
+      ADD_FAILURE() << "gelu(" << xd << ") = " << got << ", float64 " << want;
+      ++bad;
+    }
+    if (!(std::abs(got_d - want_d) <= 1e-6 * (cdf + std::abs(x_pdf)) + 1.2e-37)) {
+      ADD_FAILURE() << "gelu'(" << xd << ") = " << got_d << ", float64 " << want_d;
+      ++bad;
+    }
+  }
+  // Non-finite inputs: inf passes, NaN propagates (both kernels).
+  const float inf = std::numeric_limits<float>::infinity(), nan = std::numeric_limits<float>::quiet_NaN();
+  auto special = t_.Run("gelu", {Tensor::FromVector<float>({2}, {inf, nan})}, kExact);
+  ASSERT_TRUE(special.ok());
+  EXPECT_EQ((*special)[0].GetAsDouble(0), inf);
+  EXPECT_TRUE(std::isnan((*special)[0].GetAsDouble(1)));
+  auto special_dx = t_.Run("gelu_grad", {Tensor::FromVector<float>({1}, {1.0f}), Tensor::FromVector<float>({1}, {nan})},
+                           kExact);
+  ASSERT_TRUE(special_dx.ok());
+  EXPECT_TRUE(std::isnan((*special_dx)[0].GetAsDouble(0)));
+}
+
 TEST_F(ActivationTest, GradKernelsMatchAnalyticDerivatives) {
   for (DataType dtype : {DataType::kFloat32, DataType::kFloat64}) {
     const double tol = dtype == DataType::kFloat32 ? 5e-6 : 1e-12;

@@ -18,7 +18,8 @@
 // max relative error ~1e-7 = 1-2 ulp) written without branches: std::exp is a libm call per
 // element, 5-10x slower. Inputs below -87.3 give exactly 0, NaN propagates, inputs above 88
 // saturate at ~exp(88) (callers only pass x - max <= 0). Exp(double) is std::exp: float64 is
-// for gradient checks, where accuracy matters more than speed.
+// for gradient checks, where accuracy matters more than speed. ExpHiLo(hi, lo): exp(hi + lo)
+// for hi <= 0 with a correction term lo carried into the reduced argument.
 #ifndef ONEFLOW_LIKE_CORE_OPS_ROW_MATH_H_
 #define ONEFLOW_LIKE_CORE_OPS_ROW_MATH_H_
 
@@ -73,6 +74,40 @@ inline float Exp(float x) {
   return p * scale * keep;
 }
 inline double Exp(double x) { return std::exp(x); }
+
+// exp(hi + lo) for a small correction lo (|lo| <= 2^-10 |hi| or so), e.g. the
+// rounding error of hi = -a^2 / 2: the reduced argument is (hi - n ln 2) + lo, so lo is not
+// lost to hi's rounding. Same range reduction and coefficients as Exp, but the polynomial is
+// evaluated by Estrin's scheme (shorter dependency chain: for kernels whose loops are bound by
+// latency, e.g. gelu); results can differ from Exp(hi + lo) in the last bit. hi < -87.3 gives
+// exactly 0 (lo then ignored, even inf/NaN); NaN hi propagates. REQUIRES: hi <= 0 (no upper
+// clamp).
+inline float ExpHiLo(float hi, float lo) {
+  constexpr float kLog2e = 1.44269504088896341f;
+  constexpr float kLn2Hi = 0.693359375f;
+  constexpr float kLn2Lo = -2.12194440e-4f;
+  constexpr float kRound = 12582912.f;
+  const float xc = hi < -87.3f ? -87.3f : hi;
+  const float keep = hi < -87.3f ? 0.0f : 1.0f;
+  const float lc = hi < -87.3f ? 0.0f : lo;
+  const float t = xc * kLog2e + kRound;
+  const float n = t - kRound;
+  const float r = (xc - n * kLn2Hi) + (lc - n * kLn2Lo);
+  const float r2 = r * r;
+  const float r4 = r2 * r2;
+  const float p01 = 5.0000001201e-1f + 1.6666665459e-1f * r;
+  const float p23 = 4.1665795894e-2f + 8.3334519073e-3f * r;
+  const float p45 = 1.3981999507e-3f + 1.9875691500e-4f * r;
+  const float p = (p01 + r2 * p23) + r4 * p45;
+  const float e = p * r2 + r + 1.0f;
+  uint32_t t_bits;
+  std::memcpy(&t_bits, &t, sizeof(t_bits));
+  constexpr uint32_t kRoundBits = 0x4B400000u;
+  const uint32_t scale_bits = (t_bits - kRoundBits + 127u) << 23;
+  float scale;
+  std::memcpy(&scale, &scale_bits, sizeof(scale));
+  return e * scale * keep;
+}
 
 // The helpers below take __restrict pointers: inputs and outputs must not overlap.
 
