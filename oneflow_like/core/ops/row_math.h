@@ -134,6 +134,28 @@ inline T ReduceLanes(const T (&acc)[kLanes]) {
   return s;
 }
 
+// As ReduceLanes, but pairwise (lanes k and k + 8, then k and k + 4, ...): 4 dependent steps
+// instead of 15, for short rows, where ReduceLanes' serial chain costs more than the row's
+// arithmetic. A fixed order too, and no less accurate; its results differ from ReduceLanes'.
+template <typename T>
+inline T ReduceLanesPairwise(const T (&acc)[kLanes]) {
+  T a[kLanes / 2];
+  for (int k = 0; k < 8; ++k) a[k] = acc[k] + acc[k + 8];
+  for (int k = 0; k < 4; ++k) a[k] = a[k] + a[k + 4];
+  for (int k = 0; k < 2; ++k) a[k] = a[k] + a[k + 2];
+  return a[0] + a[1];
+}
+
+// The largest lane, pairwise as ReduceLanesPairwise (a NaN may or may not be returned).
+template <typename T>
+inline T MaxLanesPairwise(const T (&acc)[kLanes]) {
+  T a[kLanes / 2];
+  for (int k = 0; k < 8; ++k) a[k] = acc[k + 8] > acc[k] ? acc[k + 8] : acc[k];
+  for (int k = 0; k < 4; ++k) a[k] = a[k + 4] > a[k] ? a[k + 4] : a[k];
+  for (int k = 0; k < 2; ++k) a[k] = a[k + 2] > a[k] ? a[k + 2] : a[k];
+  return a[1] > a[0] ? a[1] : a[0];
+}
+
 // sum of x[0..n).
 template <typename T>
 inline T Sum(const T* __restrict x, int64_t n) {

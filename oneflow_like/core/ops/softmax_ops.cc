@@ -74,6 +74,109 @@ inline void LogSoftmaxRow(const T* __restrict x, T m, T log_s, T* __restrict y, 
   for (; i < n; ++i) y[i] = (x[i] - m) - log_s;
 }
 
+// ---- causal rows: whole blocks with masked lanes ----
+// A causal row keeps its first n entries, n = query + 1, mostly not a multiple of kLanes: the
+// plain row loops would run n % kLanes entries (and whole rows shorter than kLanes) as scalar
+// code, with a scalar exp each. The masked loops below run whole kLanes blocks over [0, full)
+// instead, full = n rounded up to a block but within the row's whole blocks (MaskedEnd), where
+// entries at n and beyond are read (they are in the row) but count as masked whatever their
+// values; entries in [full, n) (only where the row length is not a multiple of kLanes) run as
+// a scalar tail. Masked lanes join the lane sums as exact zeros; the lanes are then reduced
+// pairwise (row_math::ReduceLanesPairwise: at ~64 entries a row, the serial reduction of the
+// plain loops took longer than the row's exps). So results differ from the plain loops' only
+// in the order of the sums.
+
+int64_t MaskedEnd(int64_t n, int64_t cols) {
+  return std::min((n + rm::kLanes - 1) / rm::kLanes * rm::kLanes, cols / rm::kLanes * rm::kLanes);
+}
+
+// max(x[0..n)) over whole blocks up to `full`.
+template <typename T>
+inline T MaskedMax(const T* __restrict x, int64_t n, int64_t full) {
+  constexpr T kNegInf = -std::numeric_limits<T>::infinity();
+  T acc[rm::kLanes];
+  for (int k = 0; k < rm::kLanes; ++k) acc[k] = kNegInf;
+  int64_t i = 0;
+  for (; i < full; i += rm::kLanes) {
+    for (int k = 0; k < rm::kLanes; ++k) {
+      const T xk = x[i + k];  // loaded unconditionally: a conditional load keeps the loop scalar
+      const T v = i + k < n ? xk : kNegInf;
+      acc[k] = v > acc[k] ? v : acc[k];
+    }
+  }
+  T m = rm::MaxLanesPairwise(acc);
+  for (; i < n; ++i) m = x[i] > m ? x[i] : m;
+  return m;
+}
+
+// y[i] = exp(x[i] - shift) for i < n, 0 for masked entries in [n, full); returns the sum.
+template <typename T>
+inline T MaskedExpShiftStore(const T* __restrict x, T shift, T* __restrict y, int64_t n, int64_t full) {
+  T acc[rm::kLanes] = {};
+  int64_t i = 0;
+  for (; i < full; i += rm::kLanes) {
+    for (int k = 0; k < rm::kLanes; ++k) {
+      const T e = rm::Exp(x[i + k] - shift);
+      const T v = i + k < n ? e : T(0);
+      y[i + k] = v;
+      acc[k] += v;
+    }
+  }
+  T s = rm::ReduceLanesPairwise(acc);
+  for (; i < n; ++i) {
+    const T e = rm::Exp(x[i] - shift);
+    y[i] = e;
+    s += e;
+  }
+  return s;
+}
+
+// sum of exp(x[i] - shift) for i < n.
+template <typename T>
+inline T MaskedExpShiftSum(const T* __restrict x, T shift, int64_t n, int64_t full) {
+  T acc[rm::kLanes] = {};
+  int64_t i = 0;
+  for (; i < full; i += rm::kLanes) {
+    for (int k = 0; k < rm::kLanes; ++k) {
+      const T e = rm::Exp(x[i + k] - shift);
+      acc[k] += i + k < n ? e : T(0);
+    }
+  }
+  T s = rm::ReduceLanesPairwise(acc);
+  for (; i < n; ++i) s += rm::Exp(x[i] - shift);
+  return s;
+}
+
+// sum of y[i] * dy[i] for i < n.
+template <typename T>
+inline T MaskedDot(const T* __restrict y, const T* __restrict dy, int64_t n, int64_t full) {
+  T acc[rm::kLanes] = {};
+  int64_t i = 0;
+  for (; i < full; i += rm::kLanes) {
+    for (int k = 0; k < rm::kLanes; ++k) {
+      const T p = y[i + k] * dy[i + k];
+      acc[k] += i + k < n ? p : T(0);
+    }
+  }
+  T s = rm::ReduceLanesPairwise(acc);
+  for (; i < n; ++i) s += y[i] * dy[i];
+  return s;
+}
+
+// dx = y * (dy - d) for i < n, 0 for masked entries in [n, full).
+template <typename T>
+inline void MaskedSoftmaxGradRow(const T* __restrict y, const T* __restrict dy, T d, T* __restrict dx, int64_t n,
+                                 int64_t full) {
+  int64_t i = 0;
+  for (; i < full; i += rm::kLanes) {
+    for (int k = 0; k < rm::kLanes; ++k) {
+      const T v = y[i + k] * (dy[i + k] - d);
+      dx[i + k] = i + k < n ? v : T(0);
+    }
+  }
+  for (; i < n; ++i) dx[i] = y[i] * (dy[i] - d);
+}
+
 // Rows [begin, end).
 template <typename T>
 OL_ROW_KERNEL void SoftmaxRows(const T* x, T* y, Rows rows, int64_t begin, int64_t end, bool log) {
@@ -82,6 +185,19 @@ OL_ROW_KERNEL void SoftmaxRows(const T* x, T* y, Rows rows, int64_t begin, int64
     const T* xr = x + r * rows.cols;
     T* yr = y + r * rows.cols;
     const int64_t n = rows.Valid(r);
+    if (rows.causal) {
+      const int64_t full = MaskedEnd(n, rows.cols);
+      const T m = MaskedMax(xr, n, full);
+      if (log) {
+        LogSoftmaxRow(xr, m, std::log(MaskedExpShiftSum(xr, m, n, full)), yr, n);
+        std::fill(yr + n, yr + rows.cols, masked);
+      } else {
+        const int64_t written = std::max(n, full);
+        rm::Scale(yr, T(1) / MaskedExpShiftStore(xr, m, yr, n, full), written);
+        std::fill(yr + written, yr + rows.cols, masked);
+      }
+      continue;
+    }
     const T m = rm::Max(xr, n);
     if (log) {
       LogSoftmaxRow(xr, m, std::log(rm::ExpShiftSum(xr, m, n)), yr, n);
@@ -89,7 +205,6 @@ OL_ROW_KERNEL void SoftmaxRows(const T* x, T* y, Rows rows, int64_t begin, int64
       const T s = rm::ExpShiftStore(xr, m, yr, n);
       rm::Scale(yr, T(1) / s, n);
     }
-    std::fill(yr + n, yr + rows.cols, masked);
   }
 }
 
@@ -119,12 +234,17 @@ OL_ROW_KERNEL void SoftmaxGradRows(const T* y, const T* dy, T* dx, Rows rows, in
   for (int64_t r = begin; r < end; ++r) {
     const int64_t off = r * rows.cols;
     const int64_t n = rows.Valid(r);
+    int64_t written = n;
     if (log) {
       LogSoftmaxGradRow(y + off, dy + off, rm::Sum(dy + off, n), dx + off, n);
+    } else if (rows.causal) {
+      const int64_t full = MaskedEnd(n, rows.cols);
+      MaskedSoftmaxGradRow(y + off, dy + off, MaskedDot(y + off, dy + off, n, full), dx + off, n, full);
+      written = std::max(n, full);
     } else {
       SoftmaxGradRow(y + off, dy + off, rm::Dot(y + off, dy + off, n), dx + off, n);
     }
-    std::fill(dx + off + n, dx + off + rows.cols, T(0));
+    std::fill(dx + off + written, dx + off + rows.cols, T(0));
   }
 }
 

@@ -126,6 +126,38 @@ TEST_F(SoftmaxTest, CausalMaskUsesQueryIndex) {
   EXPECT_EQ((*y)[0].ToVector<double>(), (std::vector<double>{1, 0, 0, 0.5, 0.5, 0}));
 }
 
+// Causal rows of 16 keys and more run as whole blocks with masked lanes plus, where the row
+// length is not a multiple of 16, a scalar tail: masked entries must not count whatever they
+// hold (here NaN and inf in x and dy), and every row length from 1 to k must come out right.
+TEST_F(SoftmaxTest, CausalRowsInWholeBlocksIgnoreMaskedValues) {
+  for (const Shape& shape : std::vector<Shape>{{2, 40, 40}, {3, 20, 35}, {1, 70, 64}, {33, 16}}) {
+    for (DataType dt : {DataType::kFloat32, DataType::kFloat64}) {
+      Tensor x = RandomTensor(dt, shape, 5, -6, 6);
+      Tensor dy = RandomTensor(dt, shape, 6);
+      const int64_t k = shape.dim(shape.num_axes() - 1);
+      for (int64_t e = 0; e < x.elem_count(); ++e) {
+        if (!Kept(shape, e / k, e % k, true)) {
+          x.SetFromDouble(e, e % 2 ? std::numeric_limits<double>::quiet_NaN() : std::numeric_limits<double>::infinity());
+          dy.SetFromDouble(e, std::numeric_limits<double>::quiet_NaN());
+        }
+      }
+      const double rtol = dt == DataType::kFloat32 ? 1e-5 : 1e-12;
+      for (const char* op : {"softmax", "log_softmax"}) {
+        const bool log = std::string(op) == "log_softmax";
+        const std::string what = absl::StrCat(op, " ", shape.ToString(), " ", DataTypeName(dt));
+        auto y = t_.Run(op, {x}, {{"causal", true}});
+        ASSERT_TRUE(y.ok()) << y.status();
+        // log_softmax's outputs near 0 carry log(sum)'s rounding: absolute accuracy there.
+        ExpectTensorNear((*y)[0], RefSoftmax(x, log, true), rtol, dt == DataType::kFloat32 ? 1e-6 : 1e-12, what);
+        auto dx = t_.Run(absl::StrCat(op, "_grad"), {(*y)[0], dy}, {{"causal", true}});
+        ASSERT_TRUE(dx.ok()) << dx.status();
+        ExpectTensorNear((*dx)[0], RefSoftmaxGrad((*y)[0], dy, log, true), rtol, rtol, what + " grad");
+      }
+      t_.ExpectWritesEveryOutput("softmax", {x}, {{"causal", true}});
+    }
+  }
+}
+
 TEST_F(SoftmaxTest, CausalShardUsesLogicalOffset) {
   // The second half of the queries of a [4, 6] causal softmax, run as a shard at offset 2.
   Tensor x = RandomTensor(DataType::kFloat64, {4, 6}, 4);
