@@ -5,7 +5,9 @@
 //       cblas_sgemm call. Goal: >= 95%.
 //   add, gelu, softmax, layer_norm (float32, [4096,1024]): GB/s of bytes read + written vs
 //       memcpy moving the same number of bytes. Goal: >= 50%. Ops not registered (yet) print
-//       "missing"; they are looked up by name in the registry at run time.
+//       "missing"; they are looked up by name in the registry at run time. Then the same for
+//       the forms W2 runs: gelu_erf, gelu_grad_erf (approximate="none") and softmax_causal on
+//       rows of 128 (the same elements); tools/bench/all.sh tabulates only the first four.
 //
 // Every figure is the median of several timed repetitions after a warm-up; matmul and its
 // baseline are timed alternately so that drift (frequency, neighbours) hits both alike. OpenBLAS
@@ -141,8 +143,9 @@ void BenchMatmul(const OpRegistry& registry, int64_t n, int reps) {
 
 // GB/s of `name` on `inputs` vs memcpy moving the same bytes (half read, half written).
 void BenchBandwidth(const OpRegistry& registry, const std::string& label, const std::string& name,
-                    std::vector<Tensor> inputs, int reps, std::vector<char>* src, std::vector<char>* dst) {
-  auto op = Prepare(registry, name, std::move(inputs));
+                    std::vector<Tensor> inputs, int reps, std::vector<char>* src, std::vector<char>* dst,
+                    const AttrMap& attrs = {}) {
+  auto op = Prepare(registry, name, std::move(inputs), attrs);
   if (!op.ok()) {
     std::printf("%-22s %10s\n", label.c_str(),
                 op.status().code() == absl::StatusCode::kNotFound
@@ -193,6 +196,14 @@ int Main() {
   BenchBandwidth(registry, "layer_norm", "layer_norm",
                  {RandomFloats(shape, 7), RandomFloats({shape.dim(1)}, 8), RandomFloats({shape.dim(1)}, 9)},
                  reps, &src, &dst);
+  // The forms the GPT workload (W2) runs: exact (erf) gelu and its gradient, and the causal
+  // softmax of attention (rows of 128 keys, on average half of them masked).
+  const AttrMap exact = {{"approximate", std::string("none")}};
+  BenchBandwidth(registry, "gelu_erf", "gelu", {RandomFloats(shape, 10)}, reps, &src, &dst, exact);
+  BenchBandwidth(registry, "gelu_grad_erf", "gelu_grad", {RandomFloats(shape, 11), RandomFloats(shape, 12)}, reps, &src,
+                 &dst, exact);
+  BenchBandwidth(registry, "softmax_causal[.,128]", "softmax", {RandomFloats({shape.elem_count() / 128, 128}, 13)},
+                 reps, &src, &dst, {{"causal", true}});
   return 0;
 }
 
