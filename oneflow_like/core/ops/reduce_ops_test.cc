@@ -72,6 +72,26 @@ TEST(ReduceOpsTest, ReduceSumAndMeanMatchPlainLoops) {
   }
 }
 
+// A column sum (the bias gradient: x[R, C] summed over R, also with leading axes merged) adds
+// the rows in row order: exactly the float32 sums of a plain loop, whatever the kernel's
+// vector blocks (16 columns, tails of odd widths).
+TEST(ReduceOpsTest, ColumnSumsAddRowsInOrder) {
+  OpTest t;
+  for (const Shape& shape : std::vector<Shape>{{1, 5}, {7, 33}, {8, 16}, {29, 47}, {3, 11, 20}, {130, 1025}}) {
+    const Tensor x = RandomTensor(DataType::kFloat32, shape, 7, -3, 3);
+    std::vector<int64_t> axes;
+    for (int a = 0; a + 1 < shape.num_axes(); ++a) axes.push_back(a);
+    const Tensor y = t.RunOne("reduce_sum", {x}, {{"axes", axes}});
+    const int64_t c = shape.dim(shape.num_axes() - 1), r = shape.elem_count() / c;
+    const float* px = x.data<float>();
+    for (int64_t j = 0; j < c; ++j) {
+      float want = 0;
+      for (int64_t i = 0; i < r; ++i) want += px[i * c + j];
+      ASSERT_EQ(y.data<float>()[j], want) << shape.ToString() << " column " << j;
+    }
+  }
+}
+
 TEST(ReduceOpsTest, ReduceSumIntegersAndScalars) {
   OpTest t;
   const Tensor xi = RandomTensor(DataType::kInt64, {4, 3}, 2, -50, 50);
