@@ -34,7 +34,9 @@
 // completes: every task but ACC and REPEAT fires 4 * steps times.
 //
 // Cost: O((tasks + edges) * firings per task), event-driven (a task is re-examined only when
-// one of its registers changed). Thread-compatible.
+// one of its registers changed). The rules run on a compact graph (plan_sim_graph.h: dense
+// arrays, no object per task or register) that StreamedVerifier builds from per-rank parts too.
+// Thread-compatible.
 #ifndef ONEFLOW_LIKE_COMPILER_PLAN_PLAN_SIMULATOR_H_
 #define ONEFLOW_LIKE_COMPILER_PLAN_PLAN_SIMULATOR_H_
 

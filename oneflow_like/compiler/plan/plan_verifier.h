@@ -102,7 +102,8 @@ absl::Status VerifyPlan(const PlanProto& plan, const PlanVerifierOptions& option
 // sends); 4; 5; 6 along its streams (not the member ranks' sequences) and its own collective
 // tasks' geometry. What needs every rank (both ends of each transfer, every member of each
 // collective issuing the same sequence and params, the deadlock simulation 7 and reuse 8) runs
-// on the whole plan: VerifyPlan, `olplan verify`.
+// on the whole plan: VerifyPlan, `olplan verify`; for a plan too large to hold, StreamedVerifier
+// (streamed_verifier.h) gives VerifyPlan's verdict from the per-rank plans, one at a time.
 absl::Status VerifyRankPlan(const PlanProto& plan, const PlanVerifierOptions& options = {});
 
 }  // namespace compiler
