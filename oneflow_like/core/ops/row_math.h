@@ -32,7 +32,8 @@
 // GCC compiles it three times, for AVX-512 (x86-64-v4), AVX2 (x86-64-v3) and baseline x86-64,
 // and the loader picks the best one for the CPU (function multiversioning); `flatten` inlines
 // the helpers below into each clone. Float results are bitwise identical across clones (fixed
-// lane order, no FMA contraction: see copts in BUILD).
+// lane order, no FMA contraction: see copts in BUILD; the few explicit std::fma calls are
+// exactly rounded in every clone).
 #if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && defined(__linux__)
 #define OL_ROW_KERNEL __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default"), flatten))
 #else
@@ -75,13 +76,15 @@ inline float Exp(float x) {
 }
 inline double Exp(double x) { return std::exp(x); }
 
-// exp(hi + lo) for a small correction lo (|lo| <= 2^-10 |hi| or so), e.g. the
-// rounding error of hi = -a^2 / 2: the reduced argument is (hi - n ln 2) + lo, so lo is not
-// lost to hi's rounding. Same range reduction and coefficients as Exp, but the polynomial is
-// evaluated by Estrin's scheme (shorter dependency chain: for kernels whose loops are bound by
-// latency, e.g. gelu); results can differ from Exp(hi + lo) in the last bit. hi < -87.3 gives
-// exactly 0 (lo then ignored, even inf/NaN); NaN hi propagates. REQUIRES: hi <= 0 (no upper
-// clamp).
+// exp(hi + lo) for a small correction lo (|lo| <= 2^-10 |hi| or so), e.g. the rounding
+// error of hi = -a^2 / 2: the reduced argument is (hi - n ln 2) + lo, so lo is not lost to
+// hi's rounding. Same range reduction and coefficients as Exp, but for kernels bound by the
+// latency and count of their operations (gelu): the polynomial by Estrin's scheme, and
+// explicit fused multiply-adds (std::fma, exactly rounded everywhere, so the clones still agree
+// bit for bit: one instruction in the AVX2 and AVX-512 clones, a libm call in the baseline
+// x86-64 clone, which only CPUs without FMA (before ~2013) run). Results can differ from
+// Exp(hi + lo) in the last bit. hi < -87.3 gives exactly 0 (lo then ignored, even inf/NaN);
+// NaN hi propagates. REQUIRES: hi <= 0 (no upper clamp).
 inline float ExpHiLo(float hi, float lo) {
   constexpr float kLog2e = 1.44269504088896341f;
   constexpr float kLn2Hi = 0.693359375f;
@@ -90,16 +93,16 @@ inline float ExpHiLo(float hi, float lo) {
   const float xc = hi < -87.3f ? -87.3f : hi;
   const float keep = hi < -87.3f ? 0.0f : 1.0f;
   const float lc = hi < -87.3f ? 0.0f : lo;
-  const float t = xc * kLog2e + kRound;
+  const float t = std::fma(xc, kLog2e, kRound);
   const float n = t - kRound;
-  const float r = (xc - n * kLn2Hi) + (lc - n * kLn2Lo);
+  const float r = std::fma(-n, kLn2Hi, xc) + std::fma(-n, kLn2Lo, lc);
   const float r2 = r * r;
   const float r4 = r2 * r2;
-  const float p01 = 5.0000001201e-1f + 1.6666665459e-1f * r;
-  const float p23 = 4.1665795894e-2f + 8.3334519073e-3f * r;
-  const float p45 = 1.3981999507e-3f + 1.9875691500e-4f * r;
-  const float p = (p01 + r2 * p23) + r4 * p45;
-  const float e = p * r2 + r + 1.0f;
+  const float p01 = std::fma(1.6666665459e-1f, r, 5.0000001201e-1f);
+  const float p23 = std::fma(8.3334519073e-3f, r, 4.1665795894e-2f);
+  const float p45 = std::fma(1.9875691500e-4f, r, 1.3981999507e-3f);
+  const float p = std::fma(r4, p45, std::fma(r2, p23, p01));
+  const float e = std::fma(p, r2, r) + 1.0f;
   uint32_t t_bits;
   std::memcpy(&t_bits, &t, sizeof(t_bits));
   constexpr uint32_t kRoundBits = 0x4B400000u;
