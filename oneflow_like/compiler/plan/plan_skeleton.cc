@@ -11,12 +11,27 @@
 namespace oneflow_like {
 namespace compiler {
 
+absl::string_view InternTable::Store(absl::string_view text) {
+  if (text.size() > chunk_left_) {
+    const size_t size = std::max(size_t{1} << 20, text.size());
+    chunks_.push_back(std::make_unique<char[]>(size));
+    next_ = chunks_.back().get();
+    chunk_left_ = size;
+  }
+  char* at = next_;
+  if (!text.empty()) std::memcpy(at, text.data(), text.size());
+  next_ += text.size();
+  chunk_left_ -= text.size();
+  return absl::string_view(at, text.size());
+}
+
 uint32_t InternTable::Intern(absl::string_view text) {
   auto it = ids_.find(text);
   if (it != ids_.end()) return it->second;
   const uint32_t id = static_cast<uint32_t>(texts_.size());
-  it = ids_.emplace(std::string(text), id).first;
-  texts_.push_back(&it->first);
+  const absl::string_view stored = Store(text);
+  ids_.emplace(stored, id);
+  texts_.push_back(stored);
   return id;
 }
 
@@ -33,7 +48,7 @@ NameRef InternTable::AddName(absl::string_view name) {
 }
 
 std::string InternTable::Name(NameRef ref) const {
-  return ref.suffix < 0 ? Get(ref.stem) : absl::StrCat(Get(ref.stem), "@r", ref.suffix);
+  return ref.suffix < 0 ? std::string(Get(ref.stem)) : absl::StrCat(Get(ref.stem), "@r", ref.suffix);
 }
 
 uint32_t InternTable::AddSlots(const RegisterProto& reg) {
@@ -49,7 +64,7 @@ uint32_t InternTable::AddSlots(const RegisterProto& reg) {
 
 std::vector<TensorDescProto> InternTable::Slots(uint32_t id) const {
   std::vector<TensorDescProto> slots;
-  const std::string& text = Get(id);
+  const absl::string_view text = Get(id);
   for (size_t at = 0; at < text.size();) {
     int32_t head[2];
     std::memcpy(head, text.data() + at, sizeof(head));

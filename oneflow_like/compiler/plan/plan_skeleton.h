@@ -20,7 +20,7 @@
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
-#include "absl/container/node_hash_map.h"
+#include <memory>
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
 #include "oneflow_like/compiler/plan/plan_sim_graph.h"
@@ -39,7 +39,7 @@ struct NameRef {
 class InternTable {
  public:
   uint32_t Intern(absl::string_view text);
-  const std::string& Get(uint32_t id) const { return *texts_[id]; }
+  absl::string_view Get(uint32_t id) const { return texts_[id]; }
   NameRef AddName(absl::string_view name);
   std::string Name(NameRef ref) const;
   // The slot list of `reg` as one interned id.
@@ -48,8 +48,14 @@ class InternTable {
   std::vector<TensorDescProto> Slots(uint32_t id) const;
 
  private:
-  absl::node_hash_map<std::string, uint32_t> ids_;  // nodes: the pointers in texts_ stay valid
-  std::vector<const std::string*> texts_;
+  // The texts back to back in chunks that never move, so the keys can view them.
+  absl::string_view Store(absl::string_view text);
+
+  absl::flat_hash_map<absl::string_view, uint32_t> ids_;
+  std::vector<absl::string_view> texts_;
+  std::vector<std::unique_ptr<char[]>> chunks_;
+  char* next_ = nullptr;
+  size_t chunk_left_ = 0;
   std::string scratch_;
 };
 

@@ -37,7 +37,12 @@
 //
 // Errors: InternalError (a plan defect, as VerifyPlan), FailedPrecondition (calls out of order:
 // AddRank after Finish, CheckRank before a successful Finish or with another rank's part).
-// Cost: linear in the parts' tasks, registers and edges (the simulation as SimulatePlan).
+// Cost: linear in the parts' tasks, registers and edges (the simulation as SimulatePlan). The
+// 24-layer GPT at 4,096 ranks (6.40M tasks, 10.2M register entries; streamed_verifier_bench):
+// about 30 s of CPU for all three passes and 2.0 GB peak RSS, the skeleton about 280 bytes per
+// task. A caller that parses many parts one after another should parse each on a
+// google::protobuf::Arena: freeing a part's millions of small objects one by one makes glibc
+// malloc consolidate its fragmented heap on every part (5x slower CheckRank pass at 4,096 ranks).
 // Thread-compatible; the parts are only read, and nothing points into them after a call.
 #ifndef ONEFLOW_LIKE_COMPILER_PLAN_STREAMED_VERIFIER_H_
 #define ONEFLOW_LIKE_COMPILER_PLAN_STREAMED_VERIFIER_H_

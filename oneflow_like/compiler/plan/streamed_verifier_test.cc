@@ -9,6 +9,7 @@
 
 #include "gtest/gtest.h"
 #include "oneflow_like/compiler/driver/compile.h"
+#include "oneflow_like/compiler/plan/plan_sim_graph.h"
 #include "oneflow_like/compiler/plan/plan_simulator.h"
 #include "oneflow_like/compiler/plan/plan_test_util.h"
 #include "oneflow_like/compiler/plan/plan_verifier.h"
@@ -101,6 +102,11 @@ TEST_P(StreamedVerifierGptTest, PartsPassWithTheWholePlansCounts) {
   EXPECT_EQ(streamed.emitted_by_index, simulated->emitted_by_index);
   EXPECT_EQ(streamed.read_by_index, simulated->read_by_index);
   ASSERT_GT(streamed.emitted_by_index.size(), 0u);
+  // Labels of tasks on earlier ranks come from the skeleton's interned names ("...@r0").
+  PlanProto duplicate = *whole;
+  RankPlanProto& last = *duplicate.mutable_rank_plans(duplicate.rank_plans_size() - 1);
+  last.mutable_tasks(0)->set_id(duplicate.rank_plans(0).tasks(0).id());
+  ExpectSameError(duplicate, "@r0' (");
   // A rank left out breaks the transfers and collectives that cross it.
   if (parts.size() > 1) {
     parts.erase(parts.begin() + 1);
@@ -258,6 +264,20 @@ TEST(StreamedVerifierTest, DeadlockReportedAsVerifyPlanDoes) {
   ASSERT_TRUE(VerifyPlan(enough).ok()) << VerifyPlan(enough);
   EXPECT_EQ(Streamed(Split(enough), 2, 8), absl::OkStatus());
   ExpectSameError(PipelinePlan(1), "deadlock: simulating 2 step(s) of 8 piece(s)");
+}
+
+TEST(IdTableTest, DenseAndSparseIdsGiveTheSameAnswers) {
+  IdTable table;
+  const std::vector<int64_t> ids = {5, 0, int64_t{1} << 40, -3, 70000, 65535, 1 << 20, 6};
+  for (size_t i = 0; i < ids.size(); ++i) EXPECT_EQ(table.Insert(ids[i], static_cast<int32_t>(i)), -1) << ids[i];
+  for (size_t i = 0; i < ids.size(); ++i) {
+    EXPECT_EQ(table.Find(ids[i]), static_cast<int32_t>(i)) << ids[i];
+    EXPECT_EQ(table.Insert(ids[i], 99), static_cast<int32_t>(i)) << ids[i];
+  }
+  EXPECT_EQ(table.Find(7), -1);
+  EXPECT_EQ(table.Find(-1), -1);
+  EXPECT_EQ(table.Find(int64_t{1} << 41), -1);
+  EXPECT_EQ(table.size(), static_cast<int64_t>(ids.size()));
 }
 
 TEST(StreamedVerifierTest, CallsOutOfOrderAreRefused) {
