@@ -7,6 +7,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "oneflow_like/compiler/plan/plan_errors.h"
 
 namespace oneflow_like {
 namespace compiler {
@@ -48,12 +49,10 @@ absl::StatusOr<PlanIndex> PlanIndex::Build(const PlanProto& plan) {
                                 plan.ranks(i)));
     }
     if (i > 0 && plan.ranks(i) <= plan.ranks(i - 1)) {
-      return Error(absl::StrCat("ranks must be strictly ascending: ", plan.ranks(i - 1), " then ",
-                                plan.ranks(i)));
+      return RanksNotAscendingError(plan.ranks(i - 1), plan.ranks(i));
     }
     if (rank < 0 || rank >= plan.world_size()) {
-      return Error(
-          absl::StrCat("rank ", rank, " is outside the world of size ", plan.world_size()));
+      return RankOutsideWorldError(rank, plan.world_size());
     }
     index.ranks_[rank] = &rank_plan;
     variables.clear();
@@ -75,9 +74,7 @@ absl::StatusOr<PlanIndex> PlanIndex::Build(const PlanProto& plan) {
         if (!inserted) previous = it->second;
       }
       if (previous >= 0) {
-        return Error(absl::StrCat("task id ", task.id(), " is used twice: by ",
-                                  TaskLabel(*index.tasks_[previous]), " and by ", TaskLabel(task),
-                                  "; task ids must be unique in the plan"));
+        return TaskIdTwiceError(task.id(), TaskLabel(*index.tasks_[previous]), TaskLabel(task));
       }
       index.tasks_.push_back(&task);
       index.holder_.push_back(task.type() == TaskProto::SOURCE && task.has_io() &&
@@ -96,11 +93,7 @@ absl::StatusOr<PlanIndex> PlanIndex::Build(const PlanProto& plan) {
       const int64_t existing = index.ProducingIndex(reg.id());
       if (existing >= 0) {
         const RegisterProto* other = index.registers_[existing].second;
-        return Error(absl::StrCat("register id ", reg.id(), " is produced on two ranks ('",
-                                  other->name(), "' on rank ", other->producer().rank(), " and '",
-                                  reg.name(), "' on rank ", rank,
-                                  "); register ids must be unique in the plan, only mirrors "
-                                  "(with `remote`) may repeat an id"));
+        return RegisterProducedTwiceError(reg.id(), other->name(), other->producer().rank(), reg.name(), rank);
       }
       const int64_t position = static_cast<int64_t>(index.registers_.size());
       if (dense(index.dense_producing_, reg.id())) {

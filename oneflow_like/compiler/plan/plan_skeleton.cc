@@ -4,8 +4,8 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_join.h"
 #include "oneflow_like/compiler/plan/plan_checks.h"
+#include "oneflow_like/compiler/plan/plan_errors.h"
 #include "oneflow_like/core/status.h"
 
 namespace oneflow_like {
@@ -62,14 +62,14 @@ uint32_t InternTable::AddSlots(const RegisterProto& reg) {
   return Intern(scratch_);
 }
 
-std::vector<TensorDescProto> InternTable::Slots(uint32_t id) const {
-  std::vector<TensorDescProto> slots;
+google::protobuf::RepeatedPtrField<TensorDescProto> InternTable::Slots(uint32_t id) const {
+  google::protobuf::RepeatedPtrField<TensorDescProto> slots;
   const absl::string_view text = Get(id);
   for (size_t at = 0; at < text.size();) {
     int32_t head[2];
     std::memcpy(head, text.data() + at, sizeof(head));
     at += sizeof(head);
-    TensorDescProto& slot = slots.emplace_back();
+    TensorDescProto& slot = *slots.Add();
     slot.set_dtype(static_cast<DataTypeProto>(head[0]));
     for (int32_t d = 0; d < head[1]; ++d, at += sizeof(int64_t)) {
       int64_t dim;
@@ -161,21 +161,16 @@ class CrossRankChecks {
   absl::Status RemoteConsumer(int32_t r, const TaskRef& ref) const {
     const int32_t t = builder_.TaskIndex(ref.task_id);
     if (t < 0 || s_.task_rank[t] != ref.rank) {
-      return PlanError(absl::StrCat(
-          s_.RegisterLabel(r), " lists consumer task ", ref.task_id, " on rank ", ref.rank,
-          t < 0 ? ", which does not exist" : absl::StrCat(", but that task is on rank ", s_.task_rank[t])));
+      return ConsumerMissingError(s_.RegisterLabel(r), ref.task_id, ref.rank, t < 0 ? -1 : s_.task_rank[t]);
     }
     if (!std::binary_search(s_.mirror_reads.begin(), s_.mirror_reads.end(),
                             std::make_pair(s_.register_id[r], ref.task_id))) {
-      return PlanError(absl::StrCat(s_.RegisterLabel(r), " lists consumer ", s_.TaskLabel(t),
-                                    ", which does not consume it"));
+      return ConsumerNotConsumingError(s_.RegisterLabel(r), s_.TaskLabel(t));
     }
     const int32_t rank = s_.register_rank[r];
     const MirrorEntry* mirror = FindMirror(ref.rank, s_.register_id[r]);
     if (mirror == nullptr || mirror->remote_rank != rank || !MirrorLists(*mirror, ref.task_id, ref.rank)) {
-      return PlanError(absl::StrCat(s_.RegisterLabel(r), " is consumed by ", s_.TaskLabel(t),
-                                    " on another rank, but rank ", ref.rank, " has no mirror of it (remote rank ",
-                                    rank, ") listing that task"));
+      return NoMirrorError(s_.RegisterLabel(r), s_.TaskLabel(t), ref.rank, rank);
     }
     return absl::OkStatus();
   }
@@ -186,40 +181,25 @@ class CrossRankChecks {
     const int32_t source_rank = m.remote_rank;
     const int32_t r = builder_.RegisterIndex(m.id);
     if (r < 0 || s_.register_rank[r] != source_rank) {
-      return PlanError(absl::StrCat(s_.MirrorLabel(m), " mirrors a register of rank ", source_rank, ", but rank ",
-                                    source_rank, " produces no register ", m.id));
+      return MirrorWithoutSourceError(s_.MirrorLabel(m), source_rank, m.id);
     }
     const int32_t producer = graph_.producer[r];
     const int64_t producer_id = producer < 0 ? -1 : s_.task_id[producer];
     if (m.producer.task_id != producer_id || m.producer.rank != source_rank) {
-      return PlanError(absl::StrCat(s_.MirrorLabel(m), " names producer task ", m.producer.task_id, " on rank ",
-                                    m.producer.rank, ", but the register on rank ", source_rank,
-                                    " is produced by task ", producer_id, " on rank ", source_rank));
+      return MirrorProducerError(s_.MirrorLabel(m), m.producer.task_id, m.producer.rank, producer_id, source_rank,
+                                 source_rank);
     }
-    if (m.slots != s_.register_slots[r]) {
-      const std::vector<TensorDescProto> here = s_.strings.Slots(m.slots);
-      const std::vector<TensorDescProto> there = s_.strings.Slots(s_.register_slots[r]);
-      for (size_t s = 0; s < std::max(here.size(), there.size()); ++s) {
-        if (s < here.size() && s < there.size() && here[s].dtype() == there[s].dtype() &&
-            std::equal(here[s].dims().begin(), here[s].dims().end(), there[s].dims().begin(),
-                       there[s].dims().end())) {
-          continue;
-        }
-        return PlanError(absl::StrCat(s_.MirrorLabel(m), " does not match the producer's register on rank ",
-                                      source_rank, ": slot ", s, " is ",
-                                      s < here.size() ? SlotText(here[s]) : "missing", " here but ",
-                                      s < there.size() ? SlotText(there[s]) : "missing", " on rank ", source_rank,
-                                      "; both ends of a transfer must agree in dtype and shape"));
-      }
+    if (m.slots != s_.register_slots[r]) {  // interned: equal ids are equal lists
+      RETURN_IF_ERROR(CheckMirrorSlots(s_.MirrorLabel(m), source_rank, s_.strings.Slots(m.slots),
+                                       s_.strings.Slots(s_.register_slots[r])));
     }
     const int64_t end = index + 1 < s_.mirrors.size() ? s_.mirrors[index + 1].consumers_begin
                                                       : static_cast<int64_t>(s_.mirror_consumers.size());
     for (int64_t c = m.consumers_begin; c < end; ++c) {
       const TaskRef& consumer = s_.mirror_consumers[c];
       if (ListsRemote(r, consumer.task_id, m.rank)) continue;
-      return PlanError(absl::StrCat(s_.TaskLabel(builder_.TaskIndex(consumer.task_id)), " consumes ",
-                                    s_.MirrorLabel(m), ", but the producing ", s_.RegisterLabel(r),
-                                    " does not list it as a consumer"));
+      return UnlistedMirrorConsumerError(s_.TaskLabel(builder_.TaskIndex(consumer.task_id)), s_.MirrorLabel(m),
+                                         s_.RegisterLabel(r));
     }
     return absl::OkStatus();
   }
@@ -247,9 +227,7 @@ absl::Status CrossRankChecks::CollectiveSequences() {
             [&](const PlanSkeleton::Collective& a, const PlanSkeleton::Collective& b) { return key(a) < key(b); });
   auto text = [&](const PlanSkeleton::Collective* c) -> std::string {
     if (c == nullptr) return "nothing";
-    return absl::StrCat("global_order ", c->global_order, " (",
-                        CollectiveParams::Kind_Name(static_cast<CollectiveParams::Kind>(c->kind)), ", ",
-                        s_.TaskLabel(c->task), ")");
+    return CollectiveCallText(c->global_order, static_cast<CollectiveParams::Kind>(c->kind), s_.TaskLabel(c->task));
   };
   size_t begin = 0;
   while (begin < calls.size()) {
@@ -274,10 +252,7 @@ absl::Status CrossRankChecks::CollectiveSequences() {
         if (want != nullptr && got != nullptr && want->global_order == got->global_order && want->kind == got->kind) {
           continue;
         }
-        return PlanError(absl::StrCat("collective group [", absl::StrJoin(ranks, ","),
-                                      "]: member ranks issue different sequences; at position ", i, " rank ",
-                                      ranks.front(), " issues ", text(want), " but rank ", rank, " issues ",
-                                      text(got)));
+        return CollectiveSequenceError(ranks, i, text(want), rank, text(got));
       }
     }
     begin = end;

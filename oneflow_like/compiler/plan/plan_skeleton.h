@@ -45,7 +45,7 @@ class InternTable {
   // The slot list of `reg` as one interned id.
   uint32_t AddSlots(const RegisterProto& reg);
   // Its slots again, for messages.
-  std::vector<TensorDescProto> Slots(uint32_t id) const;
+  google::protobuf::RepeatedPtrField<TensorDescProto> Slots(uint32_t id) const;
 
  private:
   // The texts back to back in chunks that never move, so the keys can view them.

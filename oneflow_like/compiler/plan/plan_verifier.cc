@@ -6,6 +6,7 @@
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "oneflow_like/compiler/plan/plan_checks.h"
+#include "oneflow_like/compiler/plan/plan_errors.h"
 #include "oneflow_like/compiler/plan/plan_index.h"
 #include "oneflow_like/compiler/plan/plan_simulator.h"
 #include "oneflow_like/core/status.h"
@@ -70,27 +71,16 @@ absl::Status CheckMirror(const PlanIndex& index, int32_t rank, const RegisterPro
   }
   const RegisterProto* source = index.FindEntry(source_rank, mirror.id());
   if (source == nullptr || source->has_remote()) {
-    return PlanError(absl::StrCat(label(), " mirrors a register of rank ", source_rank, ", but rank ",
-                                  source_rank, " produces no register ", mirror.id()));
+    return MirrorWithoutSourceError(label(), source_rank, mirror.id());
   }
   if (mirror.producer().task_id() != source->producer().task_id() ||
       mirror.producer().rank() != source->producer().rank()) {
-    return PlanError(absl::StrCat(label(), " names producer task ", mirror.producer().task_id(),
-                                  " on rank ", mirror.producer().rank(),
-                                  ", but the register on rank ", source_rank,
-                                  " is produced by task ", source->producer().task_id(),
-                                  " on rank ", source->producer().rank()));
+    return MirrorProducerError(label(), mirror.producer().task_id(), mirror.producer().rank(),
+                               source->producer().task_id(), source->producer().rank(), source_rank);
   }
-  for (int s = 0; s < std::max(mirror.slots_size(), source->slots_size()); ++s) {
-    if (s < mirror.slots_size() && s < source->slots_size() &&
-        SameDesc(mirror.slots(s), source->slots(s))) {
-      continue;
-    }
-    return PlanError(absl::StrCat(
-        label(), " does not match the producer's register on rank ", source_rank, ": slot ", s,
-        " is ", s < mirror.slots_size() ? SlotText(mirror.slots(s)) : "missing", " here but ",
-        s < source->slots_size() ? SlotText(source->slots(s)) : "missing", " on rank ", source_rank,
-        "; both ends of a transfer must agree in dtype and shape"));
+  if (!std::equal(mirror.slots().begin(), mirror.slots().end(), source->slots().begin(), source->slots().end(),
+                  SameDesc)) {
+    return CheckMirrorSlots(label(), source_rank, mirror.slots(), source->slots());
   }
   for (const TaskRefProto& consumer : mirror.consumers()) {
     const TaskProto* task = index.FindTask(consumer.task_id());
@@ -101,9 +91,8 @@ absl::Status CheckMirror(const PlanIndex& index, int32_t rank, const RegisterPro
           ", but a mirror's consumers must be TRANSFER tasks of rank ", rank));
     }
     if (!HasRef(source->consumers(), consumer.task_id(), rank)) {
-      return PlanError(absl::StrCat(
-          PlanIndex::TaskLabel(*task), " consumes ", label(), ", but the producing ",
-          PlanIndex::RegisterLabel(source_rank, *source), " does not list it as a consumer"));
+      return UnlistedMirrorConsumerError(PlanIndex::TaskLabel(*task), label(),
+                                         PlanIndex::RegisterLabel(source_rank, *source));
     }
   }
   return absl::OkStatus();
@@ -144,22 +133,16 @@ absl::Status CheckProducingRegister(const PlanIndex& index, int32_t rank,
     if (consumer.rank() != rank && index.partial()) continue;  // on a rank not in the plan
     const TaskProto* task = index.FindTask(consumer.task_id());
     if (task == nullptr || task->rank() != consumer.rank()) {
-      return PlanError(absl::StrCat(
-          label(), " lists consumer task ", consumer.task_id(), " on rank ", consumer.rank(),
-          task == nullptr ? ", which does not exist"
-                          : absl::StrCat(", but that task is on rank ", task->rank())));
+      return ConsumerMissingError(label(), consumer.task_id(), consumer.rank(), task == nullptr ? -1 : task->rank());
     }
     if (!HasId(task->consumed_register_ids(), reg.id())) {
-      return PlanError(absl::StrCat(label(), " lists consumer ", PlanIndex::TaskLabel(*task),
-                                    ", which does not consume it"));
+      return ConsumerNotConsumingError(label(), PlanIndex::TaskLabel(*task));
     }
     if (consumer.rank() == rank) continue;
     const RegisterProto* mirror = index.FindEntry(consumer.rank(), reg.id());
     if (mirror == nullptr || !mirror->has_remote() || mirror->remote().rank() != rank ||
         !HasRef(mirror->consumers(), task->id(), task->rank())) {
-      return PlanError(absl::StrCat(
-          label(), " is consumed by ", PlanIndex::TaskLabel(*task), " on another rank, but rank ",
-          consumer.rank(), " has no mirror of it (remote rank ", rank, ") listing that task"));
+      return NoMirrorError(label(), PlanIndex::TaskLabel(*task), consumer.rank(), rank);
     }
   }
   return absl::OkStatus();

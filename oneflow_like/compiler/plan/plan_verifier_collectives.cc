@@ -23,6 +23,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "oneflow_like/compiler/plan/plan_checks.h"
+#include "oneflow_like/compiler/plan/plan_errors.h"
 #include "oneflow_like/core/status.h"
 
 namespace oneflow_like {
@@ -326,10 +327,8 @@ absl::Status CheckCollectiveGeometry(const PlanIndex& index) {
       RETURN_IF_ERROR(CheckKindGeometry(task));
     } else if (const std::string difference = CollectiveCallDifference(it->second->collective(), task.collective());
                !difference.empty()) {
-      return PlanError(absl::StrCat(
-          PlanIndex::TaskLabel(task), " and ", PlanIndex::TaskLabel(*it->second),
-          " are members of the collective with global_order ", task.collective().global_order(),
-          " but disagree on ", difference));
+      return CallDifferenceError(PlanIndex::TaskLabel(task), PlanIndex::TaskLabel(*it->second),
+                                 task.collective().global_order(), difference);
     }
   }
   return absl::OkStatus();

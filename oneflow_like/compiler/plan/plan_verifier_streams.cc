@@ -10,6 +10,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/strings/str_join.h"
 #include "oneflow_like/compiler/plan/plan_checks.h"
+#include "oneflow_like/compiler/plan/plan_errors.h"
 #include "oneflow_like/core/status.h"
 
 namespace oneflow_like {
@@ -33,9 +34,7 @@ std::string StreamText(const StreamKey& key) {
 }
 
 std::string CollectiveText(const TaskProto& task) {
-  return absl::StrCat("global_order ", task.collective().global_order(), " (",
-                      CollectiveParams::Kind_Name(task.collective().kind()), ", ",
-                      PlanIndex::TaskLabel(task), ")");
+  return CollectiveCallText(task.collective().global_order(), task.collective().kind(), PlanIndex::TaskLabel(task));
 }
 
 }  // namespace
@@ -146,10 +145,8 @@ absl::Status CheckCollectiveOrder(const PlanStreams& streams, bool across_ranks)
             want->collective().kind() == have->collective().kind()) {
           continue;
         }
-        return PlanError(absl::StrCat(
-            group, ": member ranks issue different sequences; at position ", i, " rank ", first,
-            " issues ", want == nullptr ? "nothing" : CollectiveText(*want), " but rank ", rank,
-            " issues ", have == nullptr ? "nothing" : CollectiveText(*have)));
+        return CollectiveSequenceError(ranks, i, want == nullptr ? "nothing" : CollectiveText(*want), rank,
+                                       have == nullptr ? "nothing" : CollectiveText(*have));
       }
     }
   }

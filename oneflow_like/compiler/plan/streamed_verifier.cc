@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "oneflow_like/compiler/plan/plan_checks.h"
+#include "oneflow_like/compiler/plan/plan_errors.h"
 #include "oneflow_like/compiler/plan/plan_index.h"
 #include "oneflow_like/compiler/plan/plan_sim_graph.h"
 #include "oneflow_like/compiler/plan/plan_skeleton.h"
@@ -35,25 +36,21 @@ absl::Status CheckIds(const PlanSkeleton& s, const SimGraphBuilder& builder, int
                       const RankPlanProto& rank_plan) {
   const int32_t rank = rank_plan.rank();
   if (!s.ranks.empty() && rank <= s.ranks.back()) {
-    return PlanError(absl::StrCat("ranks must be strictly ascending: ", s.ranks.back(), " then ", rank));
+    return RanksNotAscendingError(s.ranks.back(), rank);
   }
   if (rank < 0 || rank >= world_size) {
-    return PlanError(absl::StrCat("rank ", rank, " is outside the world of size ", world_size));
+    return RankOutsideWorldError(rank, world_size);
   }
   for (const TaskProto& task : rank_plan.tasks()) {
     const int32_t previous = builder.TaskIndex(task.id());
     if (previous < 0) continue;
-    return PlanError(absl::StrCat("task id ", task.id(), " is used twice: by ", s.TaskLabel(previous), " and by ",
-                                  PlanIndex::TaskLabel(task), "; task ids must be unique in the plan"));
+    return TaskIdTwiceError(task.id(), s.TaskLabel(previous), PlanIndex::TaskLabel(task));
   }
   for (const RegisterProto& reg : rank_plan.registers()) {
     const int32_t previous = reg.has_remote() ? -1 : builder.RegisterIndex(reg.id());
     if (previous < 0) continue;
-    return PlanError(absl::StrCat("register id ", reg.id(), " is produced on two ranks ('",
-                                  s.strings.Name(s.register_name[previous]), "' on rank ", s.register_rank[previous],
-                                  " and '", reg.name(), "' on rank ", rank,
-                                  "); register ids must be unique in the plan, only mirrors "
-                                  "(with `remote`) may repeat an id"));
+    return RegisterProducedTwiceError(reg.id(), s.strings.Name(s.register_name[previous]), s.register_rank[previous],
+                                      reg.name(), rank);
   }
   return absl::OkStatus();
 }
@@ -118,10 +115,8 @@ void RecordTasks(PlanSkeleton& s, const PlanIndex& index, int32_t first_task, co
         reference.ParseFromString(call->second.second);
         const std::string difference = CollectiveCallDifference(reference, params);
         if (!difference.empty()) {
-          s.call_difference = PlanError(absl::StrCat(
-              PlanIndex::TaskLabel(task), " and ", s.TaskLabel(call->second.first),
-              " are members of the collective with global_order ", params.global_order(), " but disagree on ",
-              difference));
+          s.call_difference = CallDifferenceError(PlanIndex::TaskLabel(task), s.TaskLabel(call->second.first),
+                                                  params.global_order(), difference);
         }
       }
     }
