@@ -157,6 +157,19 @@ TEST(StreamedVerifierTest, HandBuiltPlanPasses) {
   EXPECT_EQ(Streamed(Split(p.plan), 2, 1), absl::OkStatus());
 }
 
+TEST(StreamedVerifierTest, ARankWithoutWorkMayBeGivenOrSkipped) {
+  TwoRanks p = TwoRankPlan();
+  p.plan.set_world_size(3);
+  std::vector<PlanProto> parts = Split(p.plan);
+  EXPECT_EQ(Streamed(parts, 3, 1), absl::OkStatus());
+  PlanProto idle;
+  idle.set_world_size(3);
+  idle.set_pieces_per_step(1);
+  idle.mutable_per_rank()->set_rank(2);
+  parts.push_back(idle);
+  EXPECT_EQ(Streamed(parts, 3, 1), absl::OkStatus());
+}
+
 TEST(StreamedVerifierTest, MirrorWithOtherSlots) {
   TwoRanks p = TwoRankPlan();
   FindEntry(&p.plan, 1, p.x)->mutable_slots(0)->set_dims(0, 3);
