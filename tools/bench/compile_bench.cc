@@ -9,6 +9,10 @@
 // world size, under 5 s and 300 MB at 16,384 ranks. Each case runs in a child process, so its
 // peak RSS (getrusage ru_maxrss) is its own; the lowered ranks are 0 (first stage) and the
 // last (the head and the loss).
+// Whole-plan checks in parts (--verify-in-parts, issue 16): what `olplan verify` does with a
+// job: the plan lowered a range of ranks at a time, each rank checked and hashed, the checks
+// across ranks on a compact skeleton. Goal: 4,096 ranks in under 2 minutes and 8 GB; the
+// content hash equals the whole plan's.
 //
 // Usage (build optimized):
 //   bazel run -c opt //tools/bench:compile_bench                 # 8, 64, 512 ranks
@@ -16,6 +20,7 @@
 //   bazel run -c opt //tools/bench:compile_bench -- --collective 512   # GPU-style boxing tasks
 //   bazel run -c opt //tools/bench:compile_bench -- --per-rank   # 512, 4096, 16384 ranks, one rank each
 //   bazel run -c opt //tools/bench:compile_bench -- --per-rank --rank=5 4096
+//   bazel run -c opt //tools/bench:compile_bench -- --verify-in-parts 4096 [--ranks-per-part=256]
 // A world size W picks the layout of the table below (W must be one of them).
 #include <sys/resource.h>
 #include <sys/wait.h>
@@ -30,6 +35,7 @@
 #include <vector>
 
 #include "oneflow_like/compiler/driver/compile.h"
+#include "oneflow_like/compiler/driver/verify_in_parts.h"
 #include "oneflow_like/core/op_registry.h"
 #include "oneflow_like/core/ops/builtin_ops.h"
 #include "oneflow_like/models/gpt.h"
@@ -70,7 +76,55 @@ struct Options {
   bool collective = false;
   bool per_rank = false;
   int64_t rank = -1;  // --per-rank: -1 = rank 0 and the last rank
+  bool in_parts = false;  // --verify-in-parts: olplan verify's whole-plan checks, a range at a time
+  int32_t ranks_per_part = 0;  // --ranks-per-part=N (0: VerifyInParts' default)
 };
+
+// --verify-in-parts: what `olplan verify --config ...` does (issue 16): the global passes, then
+// the whole plan lowered and checked a range of ranks at a time, and its content hash.
+int RunInParts(const Options& opts, const Case& c, const OpRegistry& registry) {
+  const auto start = std::chrono::steady_clock::now();
+  models::GptConfig config{.vocab = 50304, .seq_len = 1024, .n_layer = 24, .n_embd = 1024, .n_head = 16,
+                           .batch = 2 * c.layout.dp};
+  models::TrainOptions train;
+  train.micro_batches = 4;
+  absl::StatusOr<compiler::Graph> graph = models::BuildGptJob(registry, config, c.layout, train);
+  if (!graph.ok()) {
+    std::fprintf(stderr, "compile_bench: %s\n", std::string(graph.status().message()).c_str());
+    return 1;
+  }
+  compiler::CompileOptions options;
+  if (opts.collective) options.boxing = compiler::BoxingStyle::kCollective;
+  absl::StatusOr<compiler::GlobalDecisions> decisions = compiler::RunGlobalPasses(*std::move(graph), options);
+  if (!decisions.ok()) {
+    std::fprintf(stderr, "compile_bench: %s\n", std::string(decisions.status().message()).c_str());
+    return 1;
+  }
+  const double passes = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  compiler::InPartsOptions parts;
+  parts.ranks_per_part = opts.ranks_per_part;
+  const long long world = c.world;
+  parts.progress = [world](const std::string& line) {
+    std::fprintf(stderr, "  [%lld ranks] %s (peak %.0f MB)\n", world, line.c_str(), PeakRssMb());
+  };
+  absl::StatusOr<compiler::InPartsReport> report = compiler::VerifyInParts(*decisions, options, parts);
+  const double total = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  if (!report.ok()) {
+    std::fprintf(stderr, "compile_bench: %lld ranks: %s\n", world, std::string(report.status().message()).c_str());
+    return 1;
+  }
+  std::map<std::string, double> phase;
+  for (const auto& [name, seconds] : report->phase_seconds) phase[name] += seconds;
+  char layout[32];
+  std::snprintf(layout, sizeof(layout), "%lldx%lldx%lld", static_cast<long long>(c.layout.dp),
+                static_cast<long long>(c.layout.tp), static_cast<long long>(c.layout.pp));
+  std::printf("%6lld %10s %6d %9lld %10lld %9.1f | %7.2f %9.2f %7.2f %7.2f %7.2f | %7.2f %9.0f  %s\n", world, layout,
+              report->ranks_per_part, static_cast<long long>(report->tasks), static_cast<long long>(report->registers),
+              report->plan_bytes / 1e6, passes, phase["lower_and_check_ranks"], phase["across_ranks"],
+              phase["memory_reuse"], phase["hash"], total, PeakRssMb(), report->content_hash.c_str());
+  std::fflush(stdout);
+  return 0;
+}
 
 // Compiles one case (whole plan, or rank `rank`'s) and prints its row.
 int RunCase(const Options& opts, const Case& c, int64_t rank, const OpRegistry& registry) {
@@ -146,8 +200,14 @@ int Run(const Options& opts) {
   std::printf("GPT decoder: 24 layers, n_embd 1024, 16 heads, seq 1024, vocab 50304, 2 sequences per dp rank,\n"
               "4 micro-batches, AdamW; %s boxing; %s; times in seconds, peak RSS in MB (getrusage)\n\n",
               opts.collective ? "collective (GPU/NCCL-style)" : "CPU point-to-point",
-              opts.per_rank ? "per rank: one process's compile of its own rank (only_rank)" : "whole plan");
-  if (opts.per_rank) {
+              opts.in_parts   ? "whole-plan checks in parts (olplan verify: VerifyInParts)"
+              : opts.per_rank ? "per rank: one process's compile of its own rank (only_rank)"
+                              : "whole plan");
+  if (opts.in_parts) {
+    std::printf("%6s %10s %6s %9s %10s %9s | %7s %9s %7s %7s %7s | %7s %9s  %s\n", "ranks", "dp.tp.pp", "part",
+                "tasks", "registers", "plan MB", "passes", "lower+chk", "across", "reuse", "hash", "total", "peak MB",
+                "content_hash");
+  } else if (opts.per_rank) {
     std::printf("%6s %10s %6s %8s %7s %10s %9s | %7s %7s %7s %7s %7s %7s | %7s %9s\n", "ranks", "dp.tp.pp", "rank",
                 "ops", "tasks", "registers", "plan MB", "build", "passes", "sbp", "lower", "verify", "seal", "total",
                 "peak MB");
@@ -175,7 +235,7 @@ int Run(const Options& opts) {
         std::perror("compile_bench: fork");
         return 1;
       }
-      if (child == 0) std::_Exit(RunCase(opts, *c, rank, registry));
+      if (child == 0) std::_Exit(opts.in_parts ? RunInParts(opts, *c, registry) : RunCase(opts, *c, rank, registry));
       int status = 0;
       if (waitpid(child, &status, 0) < 0 || !WIFEXITED(status) || WEXITSTATUS(status) != 0) return 1;
     }
@@ -194,6 +254,10 @@ int main(int argc, char** argv) {
       opts.collective = true;
     } else if (arg == "--per-rank") {
       opts.per_rank = true;
+    } else if (arg == "--verify-in-parts") {
+      opts.in_parts = true;
+    } else if (arg.rfind("--ranks-per-part=", 0) == 0) {
+      opts.ranks_per_part = std::atoi(arg.c_str() + 17);
     } else if (arg.rfind("--rank=", 0) == 0) {
       opts.rank = std::atoll(arg.c_str() + 7);
     } else {
@@ -201,7 +265,9 @@ int main(int argc, char** argv) {
     }
   }
   if (opts.worlds.empty()) {
-    opts.worlds = opts.per_rank ? std::vector<int64_t>{512, 4096, 16384} : std::vector<int64_t>{8, 64, 512};
+    opts.worlds = opts.per_rank    ? std::vector<int64_t>{512, 4096, 16384}
+                  : opts.in_parts ? std::vector<int64_t>{512, 4096}
+                                  : std::vector<int64_t>{8, 64, 512};
   }
   return oneflow_like::Run(opts);
 }

@@ -23,6 +23,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "oneflow_like/compiler/driver/compile.h"
+#include "oneflow_like/compiler/driver/verify_in_parts.h"
 #include "oneflow_like/compiler/plan/plan_verifier.h"
 #include "oneflow_like/compiler/text_format.h"
 #include "oneflow_like/core/ops/builtin_ops.h"
@@ -68,8 +69,11 @@ Commands:
   html      one self-contained page (overview, memory chart, SBP table, predicted timeline);
             --out FILE (default olplan.html); opens in any browser with no server
   compile   compile only; --out FILE writes the plan (a serialized PlanProto)
-  verify    the whole-plan checks (producers, transfers, collective order, deadlock simulation);
-            a per-rank plan file (compiled with only_rank): the checks its rank can make alone
+  verify    the whole-plan checks (producers, transfers, collective order, deadlock simulation,
+            memory reuse) and the whole plan's content hash; a job or config is lowered a range
+            of ranks at a time (--ranks-per-part N, default an eighth of the world, at most 256),
+            so a 4096-rank plan is checked in a few GB; a plan file is checked whole; a per-rank
+            plan file (compiled with only_rank): the checks its rank can make alone
 
 Input (one of):
   --plan FILE              a plan file (olplan compile --out, or graph.plan.serialize() in Python)
@@ -102,6 +106,7 @@ struct Args {
   bool json = false;
   int32_t world = 0;
   int32_t ranks_per_node = 0;  // 0: the profile's, else 8
+  int32_t ranks_per_part = 0;  // verify: 0 = VerifyInParts' default
   std::vector<std::string> trainer_flags;
   std::vector<std::string> positional;  // diff A B
   int32_t blas_threads = 0;               // --blas-threads (0: from the environment / olrun's share)
@@ -162,12 +167,12 @@ absl::StatusOr<Args> ParseArgs(int argc, char** argv) {
       if (!absl::SimpleAtoi(v, &a.blas_threads) || a.blas_threads < 1 || a.blas_threads > 4096) {
         return absl::InvalidArgumentError(absl::StrCat("--blas-threads: expected a positive integer, got '", v, "'"));
       }
-    } else if (is("--world") || is("--ranks-per-node")) {
-      const std::string name = is("--world") ? "--world" : "--ranks-per-node";
+    } else if (is("--world") || is("--ranks-per-node") || is("--ranks-per-part")) {
+      const std::string name = is("--world") ? "--world" : is("--ranks-per-node") ? "--ranks-per-node" : "--ranks-per-part";
       ASSIGN_OR_RETURN(std::string v, value(&i, arg, name));
       int32_t n = 0;
       if (!absl::SimpleAtoi(v, &n) || n < 1) return absl::InvalidArgumentError(absl::StrCat(name, ": expected a positive integer, got '", v, "'"));
-      (name == "--world" ? a.world : a.ranks_per_node) = n;
+      (name == "--world" ? a.world : name == "--ranks-per-node" ? a.ranks_per_node : a.ranks_per_part) = n;
     } else if (!arg.empty() && arg[0] != '-' && a.command == "diff") {
       a.positional.push_back(arg);
     } else {
@@ -208,6 +213,34 @@ absl::StatusOr<PlanProto> CompileGraph(compiler::Graph graph, const Args& a, con
     if (seconds > 1.0) std::fprintf(stderr, "olplan: %s took %.1f s\n", phase.c_str(), seconds);
   };
   return compiler::Compile(std::move(graph), options);
+}
+
+absl::StatusOr<Job> LoadJob(const Args& a, const OpRegistry& registry);
+int Fail(const absl::Status& status);
+
+// olplan verify --job / --config: the whole-plan checks, lowered a range of ranks at a time.
+int VerifyJobInParts(const Args& a, const OpRegistry& registry) {
+  absl::StatusOr<Job> job = LoadJob(a, registry);
+  if (!job.ok()) return Fail(job.status());
+  compiler::CompileOptions options = train::CompileOptionsFor(job->trainer);
+  options.world_size = a.world;
+  options.cost = a.sbp_cost;
+  absl::StatusOr<compiler::GlobalDecisions> decisions = compiler::RunGlobalPasses(compiler::Graph(*job->graph), options);
+  if (!decisions.ok()) return Fail(decisions.status());
+  compiler::InPartsOptions parts;
+  parts.ranks_per_part = a.ranks_per_part;
+  parts.progress = [](const std::string& line) { std::fprintf(stderr, "olplan: %s\n", line.c_str()); };
+  absl::StatusOr<compiler::InPartsReport> report = compiler::VerifyInParts(*decisions, options, parts);
+  if (!report.ok()) return Fail(report.status());
+  double seconds = 0;
+  for (const auto& [phase, s] : report->phase_seconds) seconds += s;
+  std::printf("plan %s: verified (producers, both ends of every transfer, collective order, deadlock simulation, "
+              "memory reuse) on %d ranks (%d with work), %lld tasks, %lld registers, %.1f MB serialized; lowered "
+              "%d ranks at a time in %.1f s\n",
+              report->content_hash.c_str(), report->world_size, report->ranks_with_work,
+              static_cast<long long>(report->tasks), static_cast<long long>(report->registers),
+              report->plan_bytes / 1e6, report->ranks_per_part, seconds);
+  return 0;
 }
 
 absl::StatusOr<Job> LoadJob(const Args& a, const OpRegistry& registry) {
@@ -389,6 +422,7 @@ int Main(int argc, char** argv) {
                stdout);
     return 0;
   }
+  if (a.command == "verify" && a.plan_path.empty()) return VerifyJobInParts(a, registry);
   Job job;
   PlanProto plan;
   if (!a.plan_path.empty()) {

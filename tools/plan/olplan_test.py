@@ -177,6 +177,18 @@ class PlanFiles(unittest.TestCase):
                              json.loads(run("summary", "--job", MLP, "--json").stdout))
             self.assertIn("verified", run("verify", "--plan", path).stdout)
 
+    def test_verify_a_job_in_parts_gives_the_whole_plans_hash(self):
+        # olplan verify --job lowers a range of ranks at a time; its hash is the compiled plan's.
+        compiled = re.search(r"compiled plan (fnv1a64:[0-9a-f]{16})", run("compile", "--job", MLP).stdout).group(1)
+        for per_part in ("1", "2"):
+            done = run("verify", "--job", MLP, "--ranks-per-part", per_part)
+            self.assertIn("plan %s: verified" % compiled, done.stdout)
+            self.assertIn("lowered %s ranks at a time" % per_part, done.stdout)
+            self.assertIn("lowered and checked ranks 0 ..", done.stderr)
+        bad = run("verify", "--job", MLP, "--ranks-per-part", "0", check=False)
+        self.assertEqual(bad.returncode, 2)
+        self.assertIn("--ranks-per-part: expected a positive integer", bad.stderr)
+
     def test_bad_plan_files_fail_cleanly(self):
         with tempfile.TemporaryDirectory() as d:
             good = os.path.join(d, "plan.pb")
