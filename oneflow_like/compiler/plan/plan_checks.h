@@ -26,7 +26,7 @@ absl::Status PlanError(const std::string& message);
 // checks a whole plan and a per-rank plan share. `across_ranks` false (a per-rank plan): the
 // collective order only along each stream and within the rank (plan_verifier.cc).
 absl::Status CheckStructure(const PlanProto& plan, const PlanIndex& index, const PlanVerifierOptions& options,
-                            bool across_ranks);
+                            bool across_ranks, int first_memory_entry = 0);
 // What VerifyRankPlan requires before indexing: `plan` is per_rank and lists at most its own rank.
 absl::Status CheckPerRankShape(const PlanProto& plan);
 
@@ -43,8 +43,9 @@ absl::Status CopyAcrossRanksError(const TaskProto& task, int32_t other_rank, int
 absl::Status CheckRankDevices(const PlanIndex& index);
 // 2. Producer / consumer lists, mirrors (plan_verifier.cc).
 absl::Status CheckRegisters(const PlanIndex& index);
-// 4. Blocks, locations, persistent overlap, PlanProto.memory (plan_verifier_memory.cc).
-absl::Status CheckMemoryLayout(const PlanIndex& index, const PlanVerifierOptions& options);
+// 4. Blocks, locations, persistent overlap, PlanProto.memory (plan_verifier_memory.cc). Messages
+// name memory entry i as "memory[first_entry + i]" (a part of a whole plan: its position there).
+absl::Status CheckMemoryLayout(const PlanIndex& index, const PlanVerifierOptions& options, int first_entry = 0);
 // (rank, device type, device index, stream id): one runtime thread.
 using PlanStreamKey = std::tuple<int32_t, std::string, int32_t, int32_t>;
 // The tasks of every stream sorted by order_in_stream (ties keep plan order), streams in key

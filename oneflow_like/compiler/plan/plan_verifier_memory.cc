@@ -121,7 +121,8 @@ absl::Status CheckDeviceSummary(int i, const RankMemoryProto& summary, const Ran
   return absl::OkStatus();
 }
 
-absl::Status CheckSummary(const PlanIndex& index) {
+// `first_entry`: the position of the plan's first memory entry in the whole plan's (a part's).
+absl::Status CheckSummary(const PlanIndex& index, int first_entry) {
   const PlanProto& plan = index.plan();
   if (plan.memory_size() == 0) return absl::OkStatus();
   if (plan.memory_size() != plan.ranks_size()) {
@@ -139,19 +140,19 @@ absl::Status CheckSummary(const PlanIndex& index) {
     }
     if (summary.rank() != rank_plan.rank() || summary.planned_bytes() != planned ||
         summary.naive_bytes() != naive) {
-      return PlanError(absl::StrCat("memory[", i, "] says rank ", summary.rank(), " planned_bytes ",
+      return PlanError(absl::StrCat("memory[", first_entry + i, "] says rank ", summary.rank(), " planned_bytes ",
                                     summary.planned_bytes(), " naive_bytes ", summary.naive_bytes(),
                                     ", but rank ", rank_plan.rank(), "'s blocks sum to ", planned,
                                     " and its registers' count x buffer_bytes to ", naive));
     }
-    if (summary.devices_size() > 0) RETURN_IF_ERROR(CheckDeviceSummary(i, summary, rank_plan));
+    if (summary.devices_size() > 0) RETURN_IF_ERROR(CheckDeviceSummary(first_entry + i, summary, rank_plan));
   }
   return absl::OkStatus();
 }
 
 }  // namespace
 
-absl::Status CheckMemoryLayout(const PlanIndex& index, const PlanVerifierOptions& options) {
+absl::Status CheckMemoryLayout(const PlanIndex& index, const PlanVerifierOptions& options, int first_entry) {
   for (const RankPlanProto& rank_plan : index.plan().rank_plans()) {
     const int32_t rank = rank_plan.rank();
     absl::flat_hash_map<int64_t, const MemoryBlockProto*> blocks;
@@ -181,7 +182,7 @@ absl::Status CheckMemoryLayout(const PlanIndex& index, const PlanVerifierOptions
       RETURN_IF_ERROR(CheckDisjoint(rank, *blocks[block_id], placements));
     }
   }
-  return CheckSummary(index);
+  return CheckSummary(index, first_entry);
 }
 
 namespace {

@@ -147,7 +147,9 @@ absl::Status StreamedVerifier::AddRank(const PlanProto& part) {
   if (part.rank_plans_size() == 1) {
     RETURN_IF_ERROR(CheckIds(*skeleton_, *builder_, world_size_, part.rank_plans(0)));
   }
-  RETURN_IF_ERROR(CheckStructure(part, index, options_, /*across_ranks=*/false));
+  // Its memory entry is the whole plan's memory[k] for the k-th rank with work.
+  RETURN_IF_ERROR(CheckStructure(part, index, options_, /*across_ranks=*/false,
+                                 static_cast<int>(skeleton_->ranks.size())));
   if (part.rank_plans_size() == 0) return absl::OkStatus();  // a rank without work
   const RankPlanProto& rank_plan = part.rank_plans(0);
   PlanSkeleton& s = *skeleton_;

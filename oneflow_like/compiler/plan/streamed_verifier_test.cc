@@ -206,6 +206,12 @@ TEST(StreamedVerifierTest, RegisterProducedOnTwoRanks) {
   ExpectSameError(p.plan, "is produced on two ranks");
 }
 
+TEST(StreamedVerifierTest, MemorySummaryNamedByItsPlaceInTheWholePlan) {
+  TwoRanks p = TwoRankPlan();
+  p.plan.mutable_memory(1)->set_planned_bytes(p.plan.memory(1).planned_bytes() + 64);
+  ExpectSameError(p.plan, "memory[1] says rank 1 planned_bytes");
+}
+
 TEST(StreamedVerifierTest, RegistersSharingBytesWhileAlive) {
   TwoRanks p = TwoRankPlan();
   FindEntry(&p.plan, 1, p.rb)->mutable_memory()->set_offset(FindEntry(&p.plan, 1, p.ra)->memory().offset());
