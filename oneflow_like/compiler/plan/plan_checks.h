@@ -22,11 +22,22 @@ namespace compiler {
 // InternalError("VerifyPlan: " + message).
 absl::Status PlanError(const std::string& message);
 
+// With a per-rank part of a whole plan (StreamedVerifier), called for each COLLECTIVE task once
+// its own geometry passed: true when the call's first member is on an earlier part and the
+// callee compared the task with it (the part's first member of the call is then not the call's
+// first: CheckCollectiveGeometry neither compares with it nor checks the kind again).
+using EarlierCallMember = std::function<bool(const TaskProto& task)>;
+// Where a per-rank part sits in the whole plan, for messages and checks as the whole plan's.
+struct PartPlace {
+  int first_memory_entry = 0;  // the position of its memory entry in the whole plan's
+  EarlierCallMember earlier_call;
+};
+
 // Checks 1 (what the index left), 3, 2, 4, 5, 6 on `plan` (its `index`), in that order: the
 // checks a whole plan and a per-rank plan share. `across_ranks` false (a per-rank plan): the
 // collective order only along each stream and within the rank (plan_verifier.cc).
 absl::Status CheckStructure(const PlanProto& plan, const PlanIndex& index, const PlanVerifierOptions& options,
-                            bool across_ranks, int first_memory_entry = 0);
+                            bool across_ranks, const PartPlace& place = {});
 // What VerifyRankPlan requires before indexing: `plan` is per_rank and lists at most its own rank.
 absl::Status CheckPerRankShape(const PlanProto& plan);
 
@@ -59,7 +70,7 @@ absl::Status CheckStreamOrder(const PlanIndex& index, const PlanStreams& streams
 absl::Status CheckCollectiveOrder(const PlanStreams& streams, bool across_ranks);
 // 6b. Collective geometry: regions per member, slot shapes, kind rules, members agree
 // (plan_verifier_collectives.cc).
-absl::Status CheckCollectiveGeometry(const PlanIndex& index);
+absl::Status CheckCollectiveGeometry(const PlanIndex& index, const EarlierCallMember& earlier_call = nullptr);
 // What two member tasks' params of one call disagree on ("its kind", "its ranks", ...; "" if
 // nothing): CheckCollectiveGeometry's comparison with the call's first member.
 std::string CollectiveCallDifference(const CollectiveParams& a, const CollectiveParams& b);

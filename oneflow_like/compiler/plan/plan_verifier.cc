@@ -317,18 +317,18 @@ absl::Status CheckTasks(const PlanIndex& index) {
 }
 
 absl::Status CheckStructure(const PlanProto& plan, const PlanIndex& index, const PlanVerifierOptions& options,
-                            bool across_ranks, int first_memory_entry) {
+                            bool across_ranks, const PartPlace& place) {
   if (plan.pieces_per_step() < 1) {
     return PlanError(absl::StrCat("pieces_per_step is ", plan.pieces_per_step(), "; must be >= 1"));
   }
   RETURN_IF_ERROR(CheckTasks(index));
   RETURN_IF_ERROR(CheckRegisters(index));
-  RETURN_IF_ERROR(CheckMemoryLayout(index, options, first_memory_entry));
+  RETURN_IF_ERROR(CheckMemoryLayout(index, options, place.first_memory_entry));
   RETURN_IF_ERROR(CheckRankDevices(index));
   const PlanStreams streams = GroupStreams(index);
   RETURN_IF_ERROR(CheckStreamOrder(index, streams));
   RETURN_IF_ERROR(CheckCollectiveOrder(streams, across_ranks));
-  return CheckCollectiveGeometry(index);
+  return CheckCollectiveGeometry(index, place.earlier_call);
 }
 
 absl::Status CheckPerRankShape(const PlanProto& plan) {

@@ -316,12 +316,13 @@ std::string CollectiveCallDifference(const CollectiveParams& a, const Collective
   return "";
 }
 
-absl::Status CheckCollectiveGeometry(const PlanIndex& index) {
+absl::Status CheckCollectiveGeometry(const PlanIndex& index, const EarlierCallMember& earlier_call) {
   std::map<int64_t, const TaskProto*> first_of_call;  // global_order -> its first member task
   for (int64_t t = 0; t < index.num_tasks(); ++t) {
     const TaskProto& task = index.task(t);
     if (task.type() != TaskProto::COLLECTIVE) continue;
     RETURN_IF_ERROR(CheckMemberGeometry(index, task));
+    if (earlier_call && earlier_call(task)) continue;
     auto [it, first] = first_of_call.emplace(task.collective().global_order(), &task);
     if (first) {
       RETURN_IF_ERROR(CheckKindGeometry(task));

@@ -84,8 +84,7 @@ void RecordRegisters(PlanSkeleton& s, int32_t first_register, const RankPlanProt
   }
 }
 
-// Records `rank_plan`'s tasks; compares its collectives' params with their calls' first members
-// on earlier ranks (the first difference is kept in s.call_difference).
+// Records `rank_plan`'s tasks (the first member of each call not seen before).
 void RecordTasks(PlanSkeleton& s, const PlanIndex& index, int32_t first_task, const RankPlanProto& rank_plan) {
   const int32_t rank = rank_plan.rank();
   int32_t t = first_task;
@@ -106,22 +105,29 @@ void RecordTasks(PlanSkeleton& s, const PlanIndex& index, int32_t first_task, co
                                                    static_cast<int32_t>(s.groups.size()));
       s.collectives.push_back({group->second, rank, params.global_order(), static_cast<int32_t>(params.kind()), t});
       auto [call, first] = s.first_of_call.try_emplace(params.global_order());
-      if (first) {
-        call->second = {t, params.SerializeAsString()};
-      } else if (s.call_difference.ok() && s.task_rank[call->second.first] != rank &&
-                 params.SerializeAsString() != call->second.second) {
-        // Members on one rank were compared by the part's own CheckCollectiveGeometry.
-        CollectiveParams reference;
-        reference.ParseFromString(call->second.second);
-        const std::string difference = CollectiveCallDifference(reference, params);
-        if (!difference.empty()) {
-          s.call_difference = CallDifferenceError(PlanIndex::TaskLabel(task), s.TaskLabel(call->second.first),
-                                                  params.global_order(), difference);
-        }
-      }
+      if (first) call->second = {t, params.SerializeAsString()};
     }
     ++t;
   }
+}
+
+// EarlierCallMember for CheckStructure: compares a member with its call's first member on an
+// earlier rank, keeping the first difference in s.call_difference (reported after check 6's
+// sequences, as VerifyPlan orders them).
+bool CompareWithEarlierMember(PlanSkeleton& s, const TaskProto& task) {
+  const CollectiveParams& params = task.collective();
+  auto call = s.first_of_call.find(params.global_order());
+  if (call == s.first_of_call.end()) return false;
+  if (s.call_difference.ok() && params.SerializeAsString() != call->second.second) {
+    CollectiveParams reference;
+    reference.ParseFromString(call->second.second);
+    const std::string difference = CollectiveCallDifference(reference, params);
+    if (!difference.empty()) {
+      s.call_difference = CallDifferenceError(PlanIndex::TaskLabel(task), s.TaskLabel(call->second.first),
+                                              params.global_order(), difference);
+    }
+  }
+  return true;
 }
 
 }  // namespace
@@ -148,8 +154,10 @@ absl::Status StreamedVerifier::AddRank(const PlanProto& part) {
     RETURN_IF_ERROR(CheckIds(*skeleton_, *builder_, world_size_, part.rank_plans(0)));
   }
   // Its memory entry is the whole plan's memory[k] for the k-th rank with work.
-  RETURN_IF_ERROR(CheckStructure(part, index, options_, /*across_ranks=*/false,
-                                 static_cast<int>(skeleton_->ranks.size())));
+  PartPlace place;
+  place.first_memory_entry = static_cast<int>(skeleton_->ranks.size());
+  place.earlier_call = [this](const TaskProto& task) { return CompareWithEarlierMember(*skeleton_, task); };
+  RETURN_IF_ERROR(CheckStructure(part, index, options_, /*across_ranks=*/false, place));
   if (part.rank_plans_size() == 0) return absl::OkStatus();  // a rank without work
   const RankPlanProto& rank_plan = part.rank_plans(0);
   PlanSkeleton& s = *skeleton_;

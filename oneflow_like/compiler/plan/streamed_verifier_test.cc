@@ -226,7 +226,9 @@ TEST(StreamedVerifierTest, SharingBytesWithARegisterReadOnAnotherRank) {
 }
 
 // Rank r: x.source -> x -> c (COLLECTIVE over [0, 1]) -> y -> y.sink.
-PlanProto CollectivePlan(int64_t rank1_order, std::vector<int64_t> rank1_dims = {2, 2}) {
+// Rank 1's member may carry another order, logical_dims or input region of member 0.
+PlanProto CollectivePlan(int64_t rank1_order, std::vector<int64_t> rank1_dims = {2, 2},
+                         TestPlanBuilder::Box rank1_member0_input = {{0, 0}, {2, 2}}) {
   TestPlanBuilder b(2, 1);
   for (int32_t r = 0; r < 2; ++r) {
     const int64_t x = b.AddInput(r, "x").second;
@@ -234,7 +236,7 @@ PlanProto CollectivePlan(int64_t rank1_order, std::vector<int64_t> rank1_dims = 
     b.Connect(x, c);
     b.AddSink(b.AddRegister(c, "y"), "y");
     if (r == 1) {
-      b.SetCollectiveGeometry(c, rank1_dims, {{0, 0}, {2, 2}}, {{{0, 0}, {2, 2}}, {{0, 0}, {2, 2}}},
+      b.SetCollectiveGeometry(c, rank1_dims, {{0, 0}, {2, 2}}, {rank1_member0_input, {{0, 0}, {2, 2}}},
                               {{{0, 0}, {2, 2}}, {{0, 0}, {2, 2}}});
     }
   }
@@ -253,6 +255,9 @@ TEST(StreamedVerifierTest, CollectiveOrderMismatch) {
 
 TEST(StreamedVerifierTest, CollectiveMemberWithOtherRegions) {
   ExpectSameError(CollectivePlan(0, {3, 2}), "disagree on its logical_dims or regions");
+  // Regions that do not fit the kind either: still a difference from rank 0's first member
+  // (VerifyPlan checks the kind on a call's first member only).
+  ExpectSameError(CollectivePlan(0, {2, 2}, {{0, 0}, {1, 2}}), "disagree on its logical_dims or regions");
 }
 
 // pieces_per_step 8, rank 0: x.source -> x -> X -> ACC(8) -> REPEAT(8) -> Z; x -> (rank 1)
