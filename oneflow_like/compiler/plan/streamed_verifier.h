@@ -29,11 +29,17 @@
 //   CheckRank 8 (memory reuse) on the part with the simulation's counts of its tasks.
 //
 // Messages are VerifyPlan's ("VerifyPlan: rank 1 task 16 'dw.transfer@r1' (TRANSFER): ...") for
-// the same defect found by the same check. Differences from VerifyPlan on the merged plan, only
-// when a plan has several defects: which one is reported first. VerifyPlan runs each check on
-// every rank before the next check; here rank r's local checks run before rank r+1's id checks,
-// and a producing register's checks of its own rank's consumers before those of other ranks'.
-// Parts that are not one job's (another world_size or pieces_per_step) are refused by AddRank.
+// the same defect found by the same check (the texts both give are written once, plan_errors.h;
+// a part's memory entry is named by its place in the whole plan). Differences from VerifyPlan on
+// the merged plan:
+//   - with several defects, which one is reported first: VerifyPlan runs each check on every rank
+//     before the next check; here rank r's own checks (3, 2, 4, 5, 6) run before rank r+1's id
+//     checks, a register's checks of its own rank's consumers before those of other ranks', and
+//     every rank's own checks before any check across ranks;
+//   - what has no merged plan: a part that is not per_rank or lists another rank (VerifyRankPlan's
+//     message), parts of another world_size or pieces_per_step (refused by AddRank; MergeRankPlans
+//     refuses them too), a part without its memory entry (not compared; MergeRankPlans refuses
+//     it), a malformed part ("rank_plans[0] is for rank ...": its index within the part).
 //
 // Errors: InternalError (a plan defect, as VerifyPlan), FailedPrecondition (calls out of order:
 // AddRank after Finish, CheckRank before a successful Finish or with another rank's part).
