@@ -118,9 +118,10 @@ int RunInParts(const Options& opts, const Case& c, const OpRegistry& registry) {
   char layout[32];
   std::snprintf(layout, sizeof(layout), "%lldx%lldx%lld", static_cast<long long>(c.layout.dp),
                 static_cast<long long>(c.layout.tp), static_cast<long long>(c.layout.pp));
-  std::printf("%6lld %10s %6d %9lld %10lld %9.1f | %7.2f %9.2f %7.2f %7.2f %7.2f | %7.2f %9.0f  %s\n", world, layout,
-              report->ranks_per_part, static_cast<long long>(report->tasks), static_cast<long long>(report->registers),
-              report->plan_bytes / 1e6, passes, phase["lower_and_check_ranks"], phase["across_ranks"],
+  std::printf("%6lld %10s %6d %9lld %10lld %9.1f | %7.2f %9.2f (%6.2f %6.2f) %7.2f %7.2f %7.2f | %7.2f %9.0f  %s\n",
+              world, layout, report->ranks_per_part, static_cast<long long>(report->tasks),
+              static_cast<long long>(report->registers), report->plan_bytes / 1e6, passes,
+              phase["lower_and_check_ranks"], report->lower_seconds, report->check_seconds, phase["across_ranks"],
               phase["memory_reuse"], phase["hash"], total, PeakRssMb(), report->content_hash.c_str());
   std::fflush(stdout);
   return 0;
@@ -204,9 +205,9 @@ int Run(const Options& opts) {
               : opts.per_rank ? "per rank: one process's compile of its own rank (only_rank)"
                               : "whole plan");
   if (opts.in_parts) {
-    std::printf("%6s %10s %6s %9s %10s %9s | %7s %9s %7s %7s %7s | %7s %9s  %s\n", "ranks", "dp.tp.pp", "part",
-                "tasks", "registers", "plan MB", "passes", "lower+chk", "across", "reuse", "hash", "total", "peak MB",
-                "content_hash");
+    std::printf("%6s %10s %6s %9s %10s %9s | %7s %9s (%6s %6s) %7s %7s %7s | %7s %9s  %s\n", "ranks", "dp.tp.pp",
+                "part", "tasks", "registers", "plan MB", "passes", "lower+chk", "lower", "check", "across", "reuse",
+                "hash", "total", "peak MB", "content_hash");
   } else if (opts.per_rank) {
     std::printf("%6s %10s %6s %8s %7s %10s %9s | %7s %7s %7s %7s %7s %7s | %7s %9s\n", "ranks", "dp.tp.pp", "rank",
                 "ops", "tasks", "registers", "plan MB", "build", "passes", "sbp", "lower", "verify", "seal", "total",

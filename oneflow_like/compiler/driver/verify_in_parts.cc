@@ -2,11 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
-#include <condition_variable>
-#include <deque>
 #include <memory>
-#include <mutex>
-#include <thread>
 
 #include "absl/strings/str_cat.h"
 #include "google/protobuf/arena.h"
@@ -40,64 +36,6 @@ absl::Status Failed(const Graph& graph, const absl::Status& status) {
   return absl::InternalError(absl::StrCat("compiled plan of job '", graph.name(),
                                           "' failed verification (a compiler bug): ", status.message()));
 }
-
-// The ranges of ranks in order, each lowered (LowerRankRange) on a thread of its own one range
-// ahead of the caller when `ahead`, so lowering range i + 1 overlaps checking range i.
-class RangeLowerer {
- public:
-  RangeLowerer(const Graph& graph, LowerOptions options, int32_t world, int32_t per_part, bool ahead)
-      : graph_(graph), options_(std::move(options)), world_(world), per_part_(per_part) {
-    if (ahead) thread_ = std::thread([this] { Produce(); });
-  }
-  ~RangeLowerer() {
-    {
-      std::lock_guard<std::mutex> lock(mutex_);
-      stop_ = true;
-    }
-    changed_.notify_all();
-    if (thread_.joinable()) thread_.join();
-  }
-
-  // The next range's parts (ranks first .. first + num_ranks - 1, in order).
-  absl::StatusOr<std::vector<PlanProto>> Next(int32_t first) {
-    if (!thread_.joinable()) return Lower(first);
-    std::unique_lock<std::mutex> lock(mutex_);
-    changed_.wait(lock, [&] { return !ready_.empty(); });
-    absl::StatusOr<std::vector<PlanProto>> parts = std::move(ready_.front());
-    ready_.pop_front();
-    changed_.notify_all();
-    return parts;
-  }
-
- private:
-  absl::StatusOr<std::vector<PlanProto>> Lower(int32_t first) const {
-    LowerOptions options = options_;
-    options.only_rank = first;
-    options.num_ranks = std::min(per_part_, world_ - first);
-    return LowerRankRange(graph_, options);
-  }
-  void Produce() {
-    for (int32_t first = 0; first < world_; first += per_part_) {
-      absl::StatusOr<std::vector<PlanProto>> parts = Lower(first);
-      const bool failed = !parts.ok();
-      std::unique_lock<std::mutex> lock(mutex_);
-      changed_.wait(lock, [&] { return stop_ || ready_.empty(); });  // one range ready at most
-      if (stop_) return;
-      ready_.push_back(std::move(parts));
-      changed_.notify_all();
-      if (failed) return;  // the caller stops at the error
-    }
-  }
-
-  const Graph& graph_;
-  const LowerOptions options_;
-  const int32_t world_, per_part_;
-  std::mutex mutex_;
-  std::condition_variable changed_;
-  std::deque<absl::StatusOr<std::vector<PlanProto>>> ready_;  // guarded by mutex_
-  bool stop_ = false;                                        // guarded by mutex_
-  std::thread thread_;
-};
 
 class Clock {
  public:
@@ -137,11 +75,17 @@ absl::StatusOr<InPartsReport> VerifyInParts(const GlobalDecisions& decisions, co
   std::vector<RankMemoryProto> memory;
   int64_t pieces_per_step = 1;
   bool verifier_made = false;
+  double check_seconds = 0;
   std::unique_ptr<StreamedVerifier> streamed;
-  RangeLowerer lowerer(graph, lower_options, world, per_part, parts.lower_ahead && world > per_part);
+  double lower_seconds = 0;
   for (int32_t first = 0; first < world; first += per_part) {
     const int32_t last = std::min(first + per_part, world) - 1;
-    ASSIGN_OR_RETURN(std::vector<PlanProto> range, lowerer.Next(first));
+    lower_options.only_rank = first;
+    lower_options.num_ranks = last - first + 1;
+    const auto lower_start = std::chrono::steady_clock::now();
+    ASSIGN_OR_RETURN(std::vector<PlanProto> range, LowerRankRange(graph, lower_options));
+    lower_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - lower_start).count();
+    const auto check_start = std::chrono::steady_clock::now();
     for (PlanProto& part : range) {
       if (!verifier_made) {
         head.set_job_name(part.job_name());
@@ -161,13 +105,16 @@ absl::StatusOr<InPartsReport> VerifyInParts(const GlobalDecisions& decisions, co
       serialized.push_back(DeterministicBytes(rank_plan));
       report.plan_bytes += static_cast<int64_t>(serialized.back().size());
       memory.push_back(std::move(*part.mutable_memory(0)));
-      part = PlanProto();
     }
+    range.clear();
+    check_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - check_start).count();
     progress(absl::StrCat("lowered and checked ranks ", first, " .. ", last, " of ",
                           world, " (", report.tasks, " tasks so far)"));
   }
   report.ranks_with_work = head.ranks_size();
   clock.Done("lower_and_check_ranks");
+  report.lower_seconds = lower_seconds;
+  report.check_seconds = check_seconds;
 
   // Pass 2: the checks across ranks and the deadlock simulation.
   if (streamed != nullptr) {

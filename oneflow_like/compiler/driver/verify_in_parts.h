@@ -30,8 +30,6 @@ namespace compiler {
 struct InPartsOptions {
   // Ranks lowered at once; 0: about an eighth of the world, at most 256 ranks.
   int32_t ranks_per_part = 0;
-  // Lower the next range on a second thread while this one is checked (two ranges in memory).
-  bool lower_ahead = true;
   // Progress lines on long runs (one per range and pass), e.g. printed to stderr.
   std::function<void(const std::string& line)> progress;
 };
@@ -44,8 +42,14 @@ struct InPartsReport {
   int64_t registers = 0;     // entries, mirrors included
   int64_t plan_bytes = 0;    // the rank plans serialized
   int32_t ranks_per_part = 0;
-  // "lower", "check_ranks", "across_ranks", "memory_reuse", "hash": wall seconds.
+  // "lower_and_check_ranks", "across_ranks", "memory_reuse", "hash": wall seconds.
   std::vector<std::pair<std::string, double>> phase_seconds;
+  // Within the first phase: seconds lowering, and checking, hashing and keeping the parts (and
+  // destroying them). (Lowering the next range on a second thread while one is checked was
+  // slower on this 2-core machine: 149 s against 100 s at 4096 ranks, the two threads slowing
+  // each other's allocations and memory traffic, so it runs on one.)
+  double lower_seconds = 0;
+  double check_seconds = 0;
 };
 
 // Lowers `decisions` in ranges of ranks with `options` (its only_rank is ignored), verifies

@@ -59,7 +59,6 @@ TEST_P(VerifyInPartsTest, AcceptsTheCompiledPlanAndHashesItLikeTheWholePlan) {
     SCOPED_TRACE("ranks per part " + std::to_string(per_part));
     InPartsOptions parts;
     parts.ranks_per_part = per_part;
-    parts.lower_ahead = per_part != 3;  // the second thread, and not
     std::vector<std::string> lines;
     parts.progress = [&](const std::string& line) { lines.push_back(line); };
     absl::StatusOr<InPartsReport> report = VerifyInParts(*decisions, options, parts);
