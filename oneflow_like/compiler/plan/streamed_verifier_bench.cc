@@ -62,7 +62,10 @@ void WritePart(std::ofstream& out, const PlanProto& part) {
 
 int Write(const std::string& path, int64_t world, bool verify_whole, bool ranges) {
   OpRegistry registry;
-  RegisterBuiltinOps(&registry);
+  if (absl::Status s = RegisterBuiltinOps(&registry); !s.ok()) {
+    std::fprintf(stderr, "streamed_verifier_bench: %s\n", std::string(s.message()).c_str());
+    return 1;
+  }
   const models::ParallelLayout layout = LayoutFor(world);
   models::GptConfig config{.vocab = 50304, .seq_len = 1024, .n_layer = 24, .n_embd = 1024, .n_head = 16,
                            .batch = 2 * layout.dp};
