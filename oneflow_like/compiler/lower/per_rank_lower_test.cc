@@ -148,6 +148,33 @@ TEST(PerRankLowerTest, GptBlockOnAMeshEveryBoxingStyle) {
   Check(kGptBlockText, no_reuse);
 }
 
+// A range that is not one: refused naming the numbers; LowerToPlan makes one plan only.
+TEST(PerRankLowerTest, BadRangesAreRefused) {
+  std::unique_ptr<OpRegistry> registry = BuiltinRegistry();
+  const Graph graph = AnnotatedGraph(MlpText(2), *registry, AddMlpUpdates);
+  LowerOptions options;
+  options.only_rank = -1;
+  options.num_ranks = 2;
+  absl::StatusOr<std::vector<PlanProto>> range = LowerRankRange(graph, options);
+  EXPECT_EQ(range.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(range.status().message().find("only_rank >= 0"), std::string::npos) << range.status();
+  options.only_rank = 0;
+  options.num_ranks = 0;
+  EXPECT_EQ(LowerRankRange(graph, options).status().code(), absl::StatusCode::kInvalidArgument);
+  options.num_ranks = 3;  // ranks 0 .. 2 of a world of 2
+  range = LowerRankRange(graph, options);
+  EXPECT_EQ(range.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(range.status().message().find("only_rank 2 is outside the world of 2"), std::string::npos)
+      << range.status();
+  options.num_ranks = 2;
+  absl::StatusOr<PlanProto> one = LowerToPlan(graph, options);
+  EXPECT_EQ(one.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(one.status().message().find("LowerRankRange"), std::string::npos) << one.status();
+  range = LowerRankRange(graph, options);
+  ASSERT_TRUE(range.ok()) << range.status();
+  EXPECT_EQ(range->size(), 2u);
+}
+
 }  // namespace
 }  // namespace testing
 }  // namespace compiler
