@@ -99,6 +99,12 @@ absl::StatusOr<Profile> Calibrate(const OpRegistry& registry, const std::functio
     p.memory_bytes_per_second = 2.0 * bytes / t;
     log(absl::StrFormat("memcpy 128 MiB: %.1f GB/s (read + write)", p.memory_bytes_per_second / 1e9));
   }
+  {  // the caches: olplan simulate lets small memory-bound firings share no memory bandwidth
+    const long l2 = sysconf(_SC_LEVEL2_CACHE_SIZE), l3 = sysconf(_SC_LEVEL3_CACHE_SIZE);
+    if (l2 > 0) p.cache_bytes = l2;
+    if (l3 > 0) p.llc_bytes = l3;
+    log(absl::StrFormat("caches: L2 %d KiB per core, last level %d KiB", l2 > 0 ? l2 >> 10 : 0, l3 > 0 ? l3 >> 10 : 0));
+  }
   {  // per-actor overhead: a chain of tiny ops in the runtime
     const int ops = 64;
     std::string text = "config(name=\"overhead\")\nx0 = input(shape=[1]) placement=cpu:[0]\n";
@@ -131,10 +137,11 @@ absl::StatusOr<Profile> Calibrate(const OpRegistry& registry, const std::functio
     p.same_node_bytes_per_second = link.bytes_per_second;
     p.same_node_small_bytes_per_second = link.small_bytes_per_second;
     p.same_node_small_message_bytes = kSmallMessageBytes;
+    p.same_node_message_seconds = link.message_seconds;
     log(absl::StrFormat("same-node link (TCP over 127.0.0.1): %.1f us per message, %.2f GB/s in %d MiB messages, "
-                        "%.2f GB/s in %d KiB messages",
+                        "%.2f GB/s in %d KiB messages, %.1f us per 64-byte message in a stream",
                         link.alpha_seconds * 1e6, link.bytes_per_second / 1e9, kLargeMessageBytes >> 20,
-                        link.small_bytes_per_second / 1e9, kSmallMessageBytes >> 10));
+                        link.small_bytes_per_second / 1e9, kSmallMessageBytes >> 10, link.message_seconds * 1e6));
   }
   return p;
 }
@@ -165,9 +172,12 @@ absl::Status SaveProfile(const Profile& p, const std::string& path) {
       host, static_cast<int64_t>(std::time(nullptr)), p.flops_per_second, p.memory_bytes_per_second, p.task_overhead_seconds,
       p.step_overhead_seconds, p.wakeup_seconds, p.cores, p.gemm_threads);
   std::string extra;  // the optional keys that are set
-  for (const auto& [key, value] : {std::pair<const char*, double>{"same_node_alpha_seconds", p.same_node_alpha_seconds},
+  for (const auto& [key, value] : {std::pair<const char*, double>{"cache_bytes", static_cast<double>(p.cache_bytes)},
+                                   {"llc_bytes", static_cast<double>(p.llc_bytes)},
+                                   {"same_node_alpha_seconds", p.same_node_alpha_seconds},
                                    {"same_node_bytes_per_second", p.same_node_bytes_per_second},
                                    {"same_node_small_bytes_per_second", p.same_node_small_bytes_per_second},
+                                   {"same_node_message_seconds", p.same_node_message_seconds},
                                    {"same_node_small_message_bytes", static_cast<double>(p.same_node_small_message_bytes)},
                                    {"cross_node_alpha_seconds", p.cross_node_alpha_seconds},
                                    {"cross_node_bytes_per_second", p.cross_node_bytes_per_second},
@@ -175,7 +185,7 @@ absl::Status SaveProfile(const Profile& p, const std::string& path) {
                                    {"device_per_rank", p.device_per_rank ? 1.0 : 0.0},
                                    {"host_device_alpha_seconds", p.host_device_alpha_seconds},
                                    {"host_device_bytes_per_second", p.host_device_bytes_per_second}}) {
-    if (value > 0) absl::StrAppend(&extra, absl::StrFormat("%s = %.6g\n", key, value));
+    if (value > 0) absl::StrAppend(&extra, absl::StrFormat("%s = %.9g\n", key, value));
   }
   return train::WriteFileAtomically(path, text + extra);
 }
@@ -198,12 +208,15 @@ absl::StatusOr<Profile> LoadProfile(const std::string& path) {
     const std::string key(absl::StripAsciiWhitespace(kv[0]));
     if (key == "flops_per_second") p.flops_per_second = value;
     else if (key == "memory_bytes_per_second") p.memory_bytes_per_second = value;
+    else if (key == "cache_bytes") p.cache_bytes = static_cast<int64_t>(value);
+    else if (key == "llc_bytes") p.llc_bytes = static_cast<int64_t>(value);
     else if (key == "task_overhead_seconds") p.task_overhead_seconds = value;
     else if (key == "step_overhead_seconds") p.step_overhead_seconds = value;
     else if (key == "wakeup_seconds") p.wakeup_seconds = value;
     else if (key == "same_node_alpha_seconds") p.same_node_alpha_seconds = value;
     else if (key == "same_node_bytes_per_second") p.same_node_bytes_per_second = value;
     else if (key == "same_node_small_bytes_per_second") p.same_node_small_bytes_per_second = value;
+    else if (key == "same_node_message_seconds") p.same_node_message_seconds = value;
     else if (key == "same_node_small_message_bytes") p.same_node_small_message_bytes = static_cast<int64_t>(value);
     else if (key == "cross_node_alpha_seconds") p.cross_node_alpha_seconds = value;
     else if (key == "cross_node_bytes_per_second") p.cross_node_bytes_per_second = value;

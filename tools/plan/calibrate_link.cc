@@ -129,6 +129,8 @@ absl::StatusOr<LinkMeasurement> MeasureLoopbackLink(int pings, int64_t bytes) {
     }
     return static_cast<double>(sent) / std::chrono::duration<double>(Clock::now() - start).count();
   };
+  ASSIGN_OR_RETURN(const double stream_64, bandwidth(64, int64_t{64} * pings * 10));
+  m.message_seconds = stream_64 > 0 ? 64.0 / stream_64 : 0;
   ASSIGN_OR_RETURN(m.bytes_per_second, bandwidth(kLargeMessageBytes, bytes));
   for (auto& r : ranks) r->SetReceiver([](Rank, absl::string_view) {});
   return m;

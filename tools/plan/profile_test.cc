@@ -66,6 +66,23 @@ TEST(ProfileTest, HostDeviceKeysRoundTrip) {
   EXPECT_EQ(back->host_device_bytes_per_second, 2.5e10);
 }
 
+TEST(ProfileTest, CacheAndReturnMessageKeysRoundTrip) {
+  Profile p;
+  p.flops_per_second = 1e12;
+  p.memory_bytes_per_second = 1e11;
+  p.cache_bytes = 1 << 20;
+  p.llc_bytes = 32 << 20;
+  p.same_node_message_seconds = 5.2e-6;
+  const char* dir = std::getenv("TEST_TMPDIR");
+  const std::string path = std::string(dir != nullptr ? dir : "/tmp") + "/profile_cache_test.txt";
+  ASSERT_TRUE(SaveProfile(p, path).ok());
+  absl::StatusOr<Profile> back = LoadProfile(path);
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(back->cache_bytes, 1 << 20);
+  EXPECT_EQ(back->llc_bytes, 32 << 20);
+  EXPECT_EQ(back->same_node_message_seconds, 5.2e-6);
+}
+
 }  // namespace
 }  // namespace plan_tool
 }  // namespace oneflow_like
