@@ -123,6 +123,11 @@ int RunInParts(const Options& opts, const Case& c, const OpRegistry& registry) {
               static_cast<long long>(report->registers), report->plan_bytes / 1e6, passes,
               phase["lower_and_check_ranks"], report->lower_seconds, report->check_seconds, phase["across_ranks"],
               phase["memory_reuse"], phase["hash"], total, PeakRssMb(), report->content_hash.c_str());
+  if (world == 4096) {
+    const bool met = total < 120.0 && PeakRssMb() < 8192.0;
+    std::printf("       goal (issue 16): the whole 4096-rank plan verified in under 120 s and 8192 MB: %s\n",
+                met ? "met" : "NOT MET");
+  }
   std::fflush(stdout);
   return 0;
 }
@@ -179,6 +184,10 @@ int RunCase(const Options& opts, const Case& c, int64_t rank, const OpRegistry& 
                 static_cast<long long>(report.num_logical_ops), static_cast<long long>(tasks),
                 static_cast<long long>(registers), plan->ByteSizeLong() / 1e6, build, passes, phase["sbp_selection"],
                 phase["lower"], phase["verify_plan"], phase["seal"], total, PeakRssMb());
+    if (world == 16384) {
+      const bool met = total < 5.0 && PeakRssMb() < 300.0;
+      std::printf("       goal (issue 16): one rank of 16384 in under 5 s and 300 MB: %s\n", met ? "met" : "NOT MET");
+    }
   } else {
     const double us_per = 1e6 * total / (static_cast<double>(report.num_logical_ops) * world);
     std::printf("%6lld %10s %8lld %9lld %10lld %9.1f | %7.2f %7.2f %7.2f %7.2f %7.2f %7.2f | %7.2f %10.2f %9.0f\n",
