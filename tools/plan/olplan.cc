@@ -476,12 +476,16 @@ int Main(int argc, char** argv) {
     sim_options.processor_sharing = !a.no_sharing;
     sim_options.byte_sharing = !a.no_byte_sharing;
     sim_options.in_process = a.in_process;
+    sim_options.return_messages = true;  // the runtime returns every transferred buffer by a message
     sim_options.cost = a.sim_cost;
     if (a.machine.has_value()) {
       // A device per rank (a GPU profile): ranks never share compute.
       if (a.machine->device_per_rank) sim_options.processor_sharing = false;
       sim_options.step_overhead_seconds = a.machine->step_overhead_seconds;
       sim_options.wakeup_seconds = a.machine->wakeup_seconds;
+      sim_options.cache_bytes = a.machine->cache_bytes;
+      sim_options.llc_bytes = a.machine->llc_bytes;
+      sim_options.return_message_seconds = a.machine->same_node_message_seconds;
       if (a.machine->same_node_small_bytes_per_second > 0 && a.machine->same_node_small_message_bytes > 0) {
         sim_options.same_node_small_bytes_per_second = a.machine->same_node_small_bytes_per_second;
         sim_options.same_node_small_message_bytes = a.machine->same_node_small_message_bytes;

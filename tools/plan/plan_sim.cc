@@ -63,6 +63,7 @@ struct Task {
   double cores = 1;     // cores a firing uses (cores_per_node > 0)
   double speed = 1;     // its speed with those cores, relative to the cost model's
   bool gemm = false;    // a matmul (compute bound, BLAS threads)
+  bool cached = false;  // memory bound, its bytes fit in a core's L2 (SimOptions::cache_bytes)
   std::vector<double> step_done;
 };
 
@@ -187,6 +188,7 @@ class Simulator {
     absl::flat_hash_map<int64_t, int> task_of;
     std::map<std::pair<int32_t, int32_t>, int> stream_of;
     for (const RankPlanProto& rp : plan_.rank_plans()) {
+      for (const MemoryBlockProto& block : rp.memory_blocks()) node_block_bytes_[NodeOf(rp.rank())] += block.size_bytes();
       std::map<std::string, TensorBindingProto::Kind> bindings;
       for (const TensorBindingProto& b : rp.bindings()) bindings[b.tensor_name()] = b.kind();
       for (const RegisterProto& r : rp.registers()) {
@@ -286,10 +288,35 @@ class Simulator {
         tasks_[i].cores = threads;
         tasks_[i].speed = static_cast<double>(threads) / std::max(1, o_.profile_gemm_threads);
       }
+      MarkCached(&tasks_[i]);
       streams_[tasks_[i].stream].candidates.insert(Key(static_cast<int>(i)));
       tasks_[i].step_done.reserve(o_.steps);
     }
     return absl::OkStatus();
+  }
+
+  // SimOptions::cache_bytes: a memory-bound CPU firing whose bytes fit in a core's L2, on a node
+  // whose working set fits in its last-level cache (llc_bytes), shares no memory bandwidth
+  // (Rate); its duration is unchanged.
+  void MarkCached(Task* t) const {
+    if (o_.cache_bytes <= 0 || t->gemm) return;
+    const TaskProto::Type type = t->proto->type();
+    if (type == TaskProto::COMPUTE && t->proto->compute().op_type().rfind("matmul", 0) == 0) return;
+    const bool copy_transfer = type == TaskProto::TRANSFER && o_.in_process;
+    if (type != TaskProto::COMPUTE && type != TaskProto::BOXING_SLICE && type != TaskProto::BOXING_CONCAT &&
+        type != TaskProto::BOXING_ADD && type != TaskProto::ACCUMULATE && !copy_transfer) {
+      return;
+    }
+    const std::string& device = t->proto->device().type();
+    if (!device.empty() && device != "cpu") return;
+    if (o_.llc_bytes > 0) {
+      auto node = node_block_bytes_.find(NodeOf(t->rank));
+      if (node != node_block_bytes_.end() && node->second > o_.llc_bytes) return;
+    }
+    int64_t bytes = 0;
+    for (int r : t->outputs) bytes += regs_[r].bytes;
+    for (const auto& [r, slot] : t->inputs) bytes += regs_[r].bytes;
+    t->cached = bytes <= o_.cache_bytes;
   }
 
   // As the runtime (Runtime::FindByteConflicts): registers of one rank whose planned byte
@@ -373,17 +400,31 @@ class Simulator {
         const std::string& device = t.proto->device().type();
         const double staging =
             device.empty() || device == "cpu" ? 0.0 : 2.0 * compiler::CopySeconds(out_bytes, c);
+        // Every transfer is two messages between the ranks: the register's bytes (kReady) and,
+        // once the consumer is done with them, the buffer's return to the producer (kReturned, no
+        // payload), each sent by one rank's thread and received by the other's.
         // In one process a transfer is a copy between the ranks' buffers (the loopback hub): the
-        // firing's overhead and the bytes at the machine's memory bandwidth.
+        // firing's overhead, the bytes at the machine's memory bandwidth and, with
+        // return_messages, the two messages at a firing's overhead each (the runtime's cost of
+        // one message between threads, as olplan calibrate's chain measures it).
         if (o_.in_process) {
-          return staging + c.task_overhead_seconds + compiler::LocalCopySeconds(static_cast<double>(out_bytes), c);
+          const double messages = o_.return_messages ? 2.0 * c.task_overhead_seconds : 0.0;
+          return staging + c.task_overhead_seconds + messages +
+                 compiler::LocalCopySeconds(static_cast<double>(out_bytes), c);
         }
+        // Between processes: the link's price of the bytes and, with return_messages, the return
+        // message (SimOptions::return_message_seconds).
         const int32_t peer = t.proto->transfer().peer_rank();
         const compiler::LinkClass link = compiler::Classify(Rank(peer), Rank(t.rank), c);
-        if (link == compiler::LinkClass::kSameNode && o_.same_node_small_bytes_per_second > 0) {
-          return staging + SameNodeMessages().Seconds(out_bytes);
+        double returned = 0;
+        if (o_.return_messages) {
+          returned = link == compiler::LinkClass::kSameNode && o_.return_message_seconds > 0 ? o_.return_message_seconds
+                                                                                             : c.link(link).alpha_seconds;
         }
-        return staging + compiler::TransferSeconds(out_bytes, link, c);
+        if (link == compiler::LinkClass::kSameNode && o_.same_node_small_bytes_per_second > 0) {
+          return staging + SameNodeMessages().Seconds(out_bytes) + returned;
+        }
+        return staging + compiler::TransferSeconds(out_bytes, link, c) + returned;
       }
       case TaskProto::COLLECTIVE: {
         if (o_.free_links) return c.task_overhead_seconds;
@@ -493,7 +534,9 @@ class Simulator {
   // The speed of running firing `fi` on `node` now, relative to the cost model's seconds. With
   // cores (cores_per_node > 0): the node's cores are shared by demand (a matmul asks for its
   // BLAS threads, any other firing for one thread), and the firings that are not matmuls (memory
-  // bound: copies, element-wise, reductions) also share the node's memory bandwidth.
+  // bound: copies, element-wise, reductions) also share the node's memory bandwidth (two
+  // threads copying 128 MiB buffers here get 1.1x one thread's rate), unless their bytes fit in
+  // a core's L2 (MarkCached).
   double Rate(const Node& node, int fi) const {
     if (node.running.empty()) return 0.0;
     if (o_.cores_per_node <= 0) return 1.0 / static_cast<double>(node.running.size());
@@ -501,11 +544,13 @@ class Simulator {
     for (int r : node.running) {
       const Task& t = tasks_[firings_[r].task];
       demand += t.cores;
-      memory_bound += t.gemm ? 0 : 1;
+      memory_bound += t.gemm || t.cached ? 0 : 1;
     }
     const double core_share = std::min(1.0, o_.cores_per_node / demand);
     const Task& t = tasks_[firings_[fi].task];
-    return t.gemm ? t.speed * core_share : std::min(core_share, 1.0 / memory_bound);
+    if (t.gemm) return t.speed * core_share;
+    if (t.cached) return core_share;
+    return std::min(core_share, 1.0 / memory_bound);
   }
   // Work done on `node` since its last change, at the sharing rate of that interval.
   void Advance(Node* node, double now) {
@@ -649,6 +694,7 @@ class Simulator {
   // (end time, firing, version): a firing whose end moved (processor sharing) leaves stale events
   std::priority_queue<std::tuple<double, int, int64_t>, std::vector<std::tuple<double, int, int64_t>>, std::greater<>> events_;
   std::map<int32_t, Node> nodes_;
+  std::map<int32_t, int64_t> node_block_bytes_;  // per node: its ranks' memory blocks (the working set)
   std::vector<double> remaining_;   // per firing: CPU seconds left at full machine speed
   std::vector<int64_t> version_;    // per firing
   std::vector<int32_t> node_of_;    // per firing: -1 when not CPU work

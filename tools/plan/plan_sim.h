@@ -6,7 +6,8 @@
 // emits / returns them when it ends. Durations come from the compiler's cost model:
 //   COMPUTE    the op's compute seconds in the chosen SBP candidate (per device)
 //   TRANSFER   alpha + bytes x beta of the link class (same node / across nodes); on the same
-//              node with a small-message rate (SimOptions), the two-size price of link_price.h
+//              node with a small-message rate (SimOptions), the two-size price of link_price.h;
+//              with return_messages, plus the buffer's return message
 //   COLLECTIVE a ring over n ranks: 2 (n - 1) (alpha + bytes / n x beta) on the same-node link,
 //              bytes = its outputs; a bucket: its parts (ALL_REDUCE), its staging slot
 //              (REDUCE_SCATTER)
@@ -51,9 +52,28 @@ struct SimOptions {
   int32_t cores_per_node = 0;
   int32_t gemm_threads = 1;
   int32_t profile_gemm_threads = 1;
+  // A memory-bound firing (not a matmul) whose registers (inputs and outputs: one firing's
+  // bytes) fit in `cache_bytes` (a core's L2) shares no memory bandwidth: each core has its own
+  // L2, and two threads copying 1 MiB buffers here get twice one thread's rate together, while
+  // two copying 128 MiB buffers get 1.1x (DRAM). Its seconds stay the cost model's. 0: every
+  // memory-bound firing shares the bandwidth.
+  int64_t cache_bytes = 0;
+  // ... provided the node's working set (the memory blocks of its ranks) fits in its last-level
+  // cache of `llc_bytes`: else the bytes come from DRAM whatever the firing's size (two threads
+  // copying buffers of 32 MiB in all here still get twice one thread's rate; 48 MiB: 1.4x;
+  // 256 MiB: 1.1x). 0: the L2 rule alone.
+  int64_t llc_bytes = 0;
   // All ranks run as threads of one process (oltrain without olrun): transfers are memory copies
   // (the same-process link), not loopback TCP.
   bool in_process = false;
+  // A TRANSFER also pays the runtime's second message: the buffer's return to the producer
+  // (kReturned, no payload) after the consumer is done; the link prices one message, the runtime
+  // sends two per transfer (timelines: a 'send returned' for every 'send ready'). Between
+  // processes the return costs `return_message_seconds` on the same node (a 64-byte message in a
+  // stream, olplan calibrate; 0: the link's alpha) and alpha across nodes; in one process the
+  // two messages between threads cost a firing's overhead each.
+  bool return_messages = false;
+  double return_message_seconds = 0;
   // The same-node link (loopback TCP) as measured at two message sizes (olplan calibrate): a
   // message of `same_node_small_message_bytes` moves at this rate, one of
   // `same_node_large_message_bytes` at the cost model's same-node rate; MessagePrice

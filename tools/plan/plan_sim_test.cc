@@ -166,6 +166,94 @@ TEST(PlanSimTest, ADeviceTransferPaysTwoHostDeviceCopies) {
   EXPECT_NEAR(FiringSeconds(*device, "y.transfer", 1), 19e-6 + 262144 / 3.3e9 + 2 * (5e-6 + 262144 / 6.4e10), 1e-12);
 }
 
+// Two ranks of one 2-core node, each: input float32[64,64] (16 KiB) -> relu -> sink. The relus
+// (no SBP decision: memory bound, overhead + 32 KiB in and out at the memory rate) run at the
+// same time on the two cores.
+PlanProto TwoReluPlan() {
+  TestPlanBuilder b(2, 1);
+  for (int32_t r = 0; r < 2; ++r) {
+    auto [source, x] = b.AddInput(r, "x", 1, F32({64, 64}));
+    const int64_t relu = b.AddTask(r, TaskProto::COMPUTE, "relu");
+    b.Connect(x, relu);
+    b.AddSink(b.AddRegister(relu, "y", 1, {F32({64, 64})}), "y");
+  }
+  return b.Build();
+}
+
+SimOptions TwoCoreNode() {
+  SimOptions options;
+  options.steps = 1;
+  options.cost.task_overhead_seconds = 2e-6;
+  options.cost.memory_bytes_per_second = 1e10;
+  options.cost.ranks_per_node = 2;
+  options.cores_per_node = 2;
+  return options;
+}
+
+// Memory-bound firings share the node's memory bandwidth (two threads copying 128 MiB buffers
+// here get 1.1x one thread's rate), unless their bytes fit in a core's L2 (cache_bytes) on a node
+// whose working set fits in its last-level cache (llc_bytes): two threads copying 1 MiB buffers
+// get 2x. A relu alone: 2 us + 32768 B / 1e10 B/s = 5.2768 us; two at once sharing: 10.5536 us.
+TEST(PlanSimTest, SmallMemoryBoundFiringsShareNoBandwidthWhenTheNodeFitsInCache) {
+  const PlanProto plan = TwoReluPlan();
+  int64_t node_bytes = 0;  // the node's working set: both ranks' memory blocks
+  for (const RankPlanProto& r : plan.rank_plans()) {
+    for (const MemoryBlockProto& block : r.memory_blocks()) node_bytes += block.size_bytes();
+  }
+  ASSERT_GE(node_bytes, 4 * 16384);  // x and y on each rank
+  const double alone = 2e-6 + 32768 / 1e10;
+  SimOptions options = TwoCoreNode();
+  absl::StatusOr<Simulation> shared = SimulatePlanTime(plan, options);
+  ASSERT_TRUE(shared.ok()) << shared.status();
+  EXPECT_NEAR(FiringSeconds(*shared, "relu", 0), 2 * alone, 1e-12);
+  EXPECT_NEAR(FiringSeconds(*shared, "relu", 1), 2 * alone, 1e-12);
+  // 64 KiB of registers per firing: fits a 1 MiB L2, and no last-level cache given
+  options.cache_bytes = 1 << 20;
+  absl::StatusOr<Simulation> cached = SimulatePlanTime(plan, options);
+  ASSERT_TRUE(cached.ok()) << cached.status();
+  EXPECT_NEAR(FiringSeconds(*cached, "relu", 0), alone, 1e-12);
+  EXPECT_NEAR(FiringSeconds(*cached, "relu", 1), alone, 1e-12);
+  // the firing's 32 KiB do not fit a 16 KiB L2
+  options.cache_bytes = 16384;
+  absl::StatusOr<Simulation> too_big = SimulatePlanTime(plan, options);
+  ASSERT_TRUE(too_big.ok()) << too_big.status();
+  EXPECT_NEAR(FiringSeconds(*too_big, "relu", 0), 2 * alone, 1e-12);
+  // the node's working set fits its last-level cache exactly: cached; one byte less: DRAM, shared
+  options.cache_bytes = 1 << 20;
+  options.llc_bytes = node_bytes;
+  absl::StatusOr<Simulation> fits = SimulatePlanTime(plan, options);
+  ASSERT_TRUE(fits.ok()) << fits.status();
+  EXPECT_NEAR(FiringSeconds(*fits, "relu", 0), alone, 1e-12);
+  options.llc_bytes = node_bytes - 1;
+  absl::StatusOr<Simulation> spills = SimulatePlanTime(plan, options);
+  ASSERT_TRUE(spills.ok()) << spills.status();
+  EXPECT_NEAR(FiringSeconds(*spills, "relu", 0), 2 * alone, 1e-12);
+}
+
+// The runtime sends two messages per transfer: the bytes (kReady) and the buffer's return
+// (kReturned, no payload). With return_messages a TRANSFER pays the second one too: between
+// processes at return_message_seconds on the same node (else the link's alpha), in one process
+// a firing's overhead for each of the two messages.
+TEST(PlanSimTest, ATransferPaysTheBuffersReturnMessage) {
+  SimOptions options;
+  options.steps = 1;
+  options.cost.same_node.alpha_seconds = 19e-6;
+  options.cost.same_node.beta_seconds_per_byte = 1 / 3.3e9;
+  options.return_messages = true;
+  absl::StatusOr<Simulation> alpha = SimulatePlanTime(TransferPlan(), options);
+  ASSERT_TRUE(alpha.ok()) << alpha.status();
+  EXPECT_NEAR(FiringSeconds(*alpha, "y.transfer", 1), 19e-6 + 262144 / 3.3e9 + 19e-6, 1e-12);
+  options.return_message_seconds = 5e-6;  // a 64-byte message in a stream
+  absl::StatusOr<Simulation> streamed = SimulatePlanTime(TransferPlan(), options);
+  ASSERT_TRUE(streamed.ok()) << streamed.status();
+  EXPECT_NEAR(FiringSeconds(*streamed, "y.transfer", 1), 19e-6 + 262144 / 3.3e9 + 5e-6, 1e-12);
+  options.in_process = true;
+  absl::StatusOr<Simulation> copy = SimulatePlanTime(TransferPlan(), options);
+  ASSERT_TRUE(copy.ok()) << copy.status();
+  EXPECT_NEAR(FiringSeconds(*copy, "y.transfer", 1),
+              3 * options.cost.task_overhead_seconds + compiler::LocalCopySeconds(262144, options.cost), 1e-12);
+}
+
 }  // namespace
 }  // namespace plan_tool
 }  // namespace oneflow_like
