@@ -74,10 +74,8 @@ absl::StatusOr<InPartsReport> VerifyInParts(const GlobalDecisions& decisions, co
   std::vector<std::string> serialized;  // by index into head.ranks()
   std::vector<RankMemoryProto> memory;
   int64_t pieces_per_step = 1;
-  bool verifier_made = false;
-  double check_seconds = 0;
-  std::unique_ptr<StreamedVerifier> streamed;
-  double lower_seconds = 0;
+  std::unique_ptr<StreamedVerifier> streamed;  // made at the first part (world_size, pieces_per_step)
+  double lower_seconds = 0, check_seconds = 0;
   for (int32_t first = 0; first < world; first += per_part) {
     const int32_t last = std::min(first + per_part, world) - 1;
     lower_options.only_rank = first;
@@ -87,13 +85,12 @@ absl::StatusOr<InPartsReport> VerifyInParts(const GlobalDecisions& decisions, co
     lower_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - lower_start).count();
     const auto check_start = std::chrono::steady_clock::now();
     for (PlanProto& part : range) {
-      if (!verifier_made) {
+      if (streamed == nullptr) {
         head.set_job_name(part.job_name());
         head.set_world_size(part.world_size());
         *head.mutable_boxing_choices() = part.boxing_choices();
         pieces_per_step = part.pieces_per_step();
         streamed = std::make_unique<StreamedVerifier>(part.world_size(), pieces_per_step, options.plan_verifier);
-        verifier_made = true;
       }
       if (part.rank_plans_size() == 0) continue;  // a rank without work
       absl::Status checked = streamed->AddRank(part);
