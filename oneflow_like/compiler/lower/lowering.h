@@ -14,6 +14,8 @@
 // ids the whole plan gives it, but only the rank's own tasks and registers are built. A value's
 // register on device d is a closed form of the emission's first ids (Value::At), so a
 // neighbour's register (a transfer's far end) is named without building the neighbour's tasks.
+// A range of ranks (LowerRankRange) is lowered the same way with every rank of the range local;
+// the boxing plans it takes part in are kept whole (PlanFor), not cut to one rank's part.
 #ifndef ONEFLOW_LIKE_COMPILER_LOWER_LOWERING_H_
 #define ONEFLOW_LIKE_COMPILER_LOWER_LOWERING_H_
 
@@ -168,8 +170,8 @@ class Lowerer {
   Value EmitRateChange(TensorId tensor, const Value& in, TaskProto::Type type);
   TaskInfo NewTask(TaskProto::Type type, Rank rank, DeviceType device, const std::string& name,
                    const std::string& op_name, int stage, int64_t position) const;
-  // The device of placement whose register / task this rank builds: every device for the whole
-  // plan, the rank's own (if any) for one rank.
+  // The devices of placement whose register / task this lowering builds: every device for the
+  // whole plan, the rank's own (if any) for one rank, those of the range's ranks for a range.
   std::vector<int64_t> EmittedDevices(const Placement& placement) const;
   int32_t NewSummary();
   // pacing.cc: per device of the op (placement order), the register pacing it (an op without
