@@ -207,7 +207,7 @@ TEST(PlanSimTest, SmallMemoryBoundFiringsShareNoBandwidthWhenTheNodeFitsInCache)
   ASSERT_TRUE(shared.ok()) << shared.status();
   EXPECT_NEAR(FiringSeconds(*shared, "relu", 0), 2 * alone, 1e-12);
   EXPECT_NEAR(FiringSeconds(*shared, "relu", 1), 2 * alone, 1e-12);
-  // 64 KiB of registers per firing: fits a 1 MiB L2, and no last-level cache given
+  // 32 KiB of registers per firing (16 KiB in, 16 KiB out): fits a 1 MiB L2, and no last-level cache given
   options.cache_bytes = 1 << 20;
   absl::StatusOr<Simulation> cached = SimulatePlanTime(plan, options);
   ASSERT_TRUE(cached.ok()) << cached.status();

@@ -15,23 +15,6 @@ namespace oneflow_like {
 namespace compiler {
 namespace {
 
-// 1 + the largest rank of any placement (what the lowering takes when world_size is 0).
-int32_t RanksUsed(const Graph& graph) {
-  int32_t needed = 0;
-  auto add = [&](const Placement* p) {
-    if (p == nullptr) return;
-    for (Rank r : p->ranks()) needed = std::max(needed, r.value() + 1);
-  };
-  for (const TensorNode& t : graph.tensors()) add(t.placement ? &*t.placement : nullptr);
-  const Placement* last = nullptr;
-  for (OpId id : graph.op_order()) {
-    const Placement& p = *graph.op(id).placement;
-    if (last == nullptr || !(p == *last)) add(&p);
-    last = &p;
-  }
-  return needed;
-}
-
 absl::Status Failed(const Graph& graph, const absl::Status& status) {
   return absl::InternalError(absl::StrCat("compiled plan of job '", graph.name(),
                                           "' failed verification (a compiler bug): ", status.message()));
@@ -62,7 +45,7 @@ absl::StatusOr<InPartsReport> VerifyInParts(const GlobalDecisions& decisions, co
     if (parts.progress) parts.progress(line);
   };
   LowerOptions lower_options = LowerOptionsFor(options);
-  const int32_t world = options.world_size > 0 ? options.world_size : RanksUsed(graph);
+  const int32_t world = options.world_size > 0 ? options.world_size : PlacementWorldSize(graph);
   lower_options.world_size = world;
   const int32_t per_part =
       parts.ranks_per_part > 0 ? parts.ranks_per_part : std::max(1, std::min(256, (world + 7) / 8));
@@ -96,6 +79,11 @@ absl::StatusOr<InPartsReport> VerifyInParts(const GlobalDecisions& decisions, co
       absl::Status checked = streamed->AddRank(part);
       if (!checked.ok()) return Failed(graph, checked);
       const RankPlanProto& rank_plan = part.rank_plans(0);
+      if (part.memory_size() != 1) {
+        return Failed(graph, absl::InternalError(absl::StrCat("VerifyPlan: the part of rank ", rank_plan.rank(),
+                                                              " has ", part.memory_size(),
+                                                              " memory entries; a rank with tasks has one")));
+      }
       head.add_ranks(rank_plan.rank());
       report.tasks += rank_plan.tasks_size();
       report.registers += rank_plan.registers_size();

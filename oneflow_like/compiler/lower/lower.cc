@@ -1,6 +1,7 @@
 #include "oneflow_like/compiler/lower/lower.h"
 
 #include <algorithm>
+#include <limits>
 #include <map>
 
 #include "absl/strings/str_cat.h"
@@ -126,21 +127,7 @@ absl::Status Lowerer::CheckPreconditions() const {
 absl::StatusOr<int32_t> Lowerer::WorldSize(const PlanProto& plan) const {
   // Ranks with tasks: those of the plan, or (one rank) of every placement, which all get tasks.
   int32_t needed = plan.ranks().empty() ? 0 : plan.ranks(plan.ranks_size() - 1) + 1;
-  if (builder_.partial()) {
-    needed = 0;
-    auto add = [&](const Placement& p) {
-      for (Rank r : p.ranks()) needed = std::max(needed, r.value() + 1);
-    };
-    for (const TensorNode& t : graph_.tensors()) {
-      if (t.is_source()) add(*t.placement);
-    }
-    const Placement* last = nullptr;
-    for (OpId id : graph_.op_order()) {
-      const Placement& p = *graph_.op(id).placement;
-      if (last == nullptr || !(p == *last)) add(p);
-      last = &p;
-    }
-  }
+  if (builder_.partial()) needed = PlacementWorldSize(graph_);
   int32_t world_size = options_.world_size;
   if (world_size == 0) world_size = needed;
   if (world_size < needed) {
@@ -149,8 +136,13 @@ absl::StatusOr<int32_t> Lowerer::WorldSize(const PlanProto& plan) const {
                                                    " (hint: raise world_size or leave it 0)"));
   }
   if (builder_.partial() && builder_.end_rank() > world_size) {
+    if (builder_.num_ranks() > 1) {
+      return absl::InvalidArgumentError(absl::StrCat("lowering '", graph_.name(), "': ranks ", builder_.first_rank(),
+                                                     " .. ", builder_.end_rank() - 1, " run past the world of ",
+                                                     world_size, " ranks"));
+    }
     return absl::InvalidArgumentError(absl::StrCat("lowering '", graph_.name(), "': only_rank ",
-                                                   builder_.end_rank() - 1, " is outside the world of ", world_size,
+                                                   builder_.first_rank(), " is outside the world of ", world_size,
                                                    " ranks"));
   }
   return world_size;
@@ -250,6 +242,23 @@ absl::StatusOr<std::vector<PlanProto>> Lowerer::RunRange() {
 
 }  // namespace lower_internal
 
+int32_t PlacementWorldSize(const Graph& graph) {
+  int32_t needed = 0;
+  auto add = [&](const Placement& p) {
+    for (Rank r : p.ranks()) needed = std::max(needed, r.value() + 1);
+  };
+  for (const TensorNode& t : graph.tensors()) {
+    if (t.is_source()) add(*t.placement);
+  }
+  const Placement* last = nullptr;
+  for (OpId id : graph.op_order()) {
+    const Placement& p = *graph.op(id).placement;
+    if (last == nullptr || !(p == *last)) add(p);
+    last = &p;
+  }
+  return needed;
+}
+
 absl::StatusOr<PlanProto> LowerToPlan(const Graph& graph, const LowerOptions& options) {
   if (options.num_ranks != 1) {
     return absl::InvalidArgumentError(absl::StrCat("lowering '", graph.name(), "': num_ranks ", options.num_ranks,
@@ -260,7 +269,8 @@ absl::StatusOr<PlanProto> LowerToPlan(const Graph& graph, const LowerOptions& op
 }
 
 absl::StatusOr<std::vector<PlanProto>> LowerRankRange(const Graph& graph, const LowerOptions& options) {
-  if (options.only_rank < 0 || options.num_ranks < 1) {
+  if (options.only_rank < 0 || options.num_ranks < 1 ||
+      options.num_ranks > std::numeric_limits<int32_t>::max() - options.only_rank) {
     return absl::InvalidArgumentError(absl::StrCat("lowering '", graph.name(), "': a range of ranks needs only_rank >= 0 "
                                                    "and num_ranks >= 1, not ", options.only_rank, " and ",
                                                    options.num_ranks));

@@ -166,6 +166,10 @@ struct LowerOptions {
 // op output's nd_sbp equal to its signature's output. Errors of the boxing planner pass through.
 absl::StatusOr<PlanProto> LowerToPlan(const Graph& graph, const LowerOptions& options = {});
 
+// 1 + the largest rank of any source tensor's or op's placement: the world a lowering takes when
+// LowerOptions::world_size is 0 (every such rank gets tasks). REQUIRES: `graph` inferred.
+int32_t PlacementWorldSize(const Graph& graph);
+
 // The per-rank plans of ranks options.only_rank .. only_rank + num_ranks - 1 from one lowering,
 // each as LowerToPlan with only_rank = that rank gives it, byte for byte (a rank without work:
 // no rank plan). What `olplan verify` lowers a chunk of a large world at a time with: one rank's

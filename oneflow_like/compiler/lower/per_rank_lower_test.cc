@@ -4,6 +4,7 @@
 // boxing kind point-to-point and as collectives, gradient buckets with ZeRO's reduce-scatter,
 // the 2x2 GPT block, kAuto's choices, a world larger than the placements, and an op without
 // inputs paced on a rank without sources.
+#include <limits>
 #include <string>
 
 #include "gtest/gtest.h"
@@ -164,8 +165,12 @@ TEST(PerRankLowerTest, BadRangesAreRefused) {
   options.num_ranks = 3;  // ranks 0 .. 2 of a world of 2
   range = LowerRankRange(graph, options);
   EXPECT_EQ(range.status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_NE(range.status().message().find("only_rank 2 is outside the world of 2"), std::string::npos)
+  EXPECT_NE(range.status().message().find("ranks 0 .. 2 run past the world of 2"), std::string::npos)
       << range.status();
+  options.only_rank = 1;
+  options.num_ranks = std::numeric_limits<int32_t>::max();  // would overflow the range's end
+  EXPECT_EQ(LowerRankRange(graph, options).status().code(), absl::StatusCode::kInvalidArgument);
+  options.only_rank = 0;
   options.num_ranks = 2;
   absl::StatusOr<PlanProto> one = LowerToPlan(graph, options);
   EXPECT_EQ(one.status().code(), absl::StatusCode::kInvalidArgument);

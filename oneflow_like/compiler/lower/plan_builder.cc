@@ -190,7 +190,11 @@ absl::Status PlanBuilder::AssemblePartial(PlanProto* plan,
   for (auto& [id, mirror] : mirrors_) {
     std::map<int32_t, std::vector<const TaskRefProto*>> consumers;
     for (const TaskRefProto& ref : mirror.consumers()) consumers[ref.rank()].push_back(&ref);
-    if (consumers.empty()) {  // (one rank) a mirror no task reads yet still belongs to the rank
+    if (consumers.empty()) {  // a mirror no task reads: one rank's own; in a range, whose?
+      if (num_ranks() > 1) {
+        return absl::InternalError(absl::StrCat("lowering: mirror of register ", id, " '", mirror.name(),
+                                                "' is read by no task of ranks ", first_rank_, " .. ", end_rank_ - 1));
+      }
       entries[first_rank_].emplace_back(id, std::move(mirror));
       continue;
     }

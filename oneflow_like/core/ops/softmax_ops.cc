@@ -192,9 +192,10 @@ OL_ROW_KERNEL void SoftmaxRows(const T* x, T* y, Rows rows, int64_t begin, int64
         LogSoftmaxRow(xr, m, std::log(MaskedExpShiftSum(xr, m, n, full)), yr, n);
         std::fill(yr + n, yr + rows.cols, masked);
       } else {
-        const int64_t written = std::max(n, full);
-        rm::Scale(yr, T(1) / MaskedExpShiftStore(xr, m, yr, n, full), written);
-        std::fill(yr + written, yr + rows.cols, masked);
+        // Only the kept entries are scaled: a NaN sum (a row of -inf scores) must leave the
+        // masked entries exactly 0.
+        rm::Scale(yr, T(1) / MaskedExpShiftStore(xr, m, yr, n, full), n);
+        std::fill(yr + n, yr + rows.cols, masked);
       }
       continue;
     }

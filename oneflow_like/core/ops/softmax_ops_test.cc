@@ -158,6 +158,25 @@ TEST_F(SoftmaxTest, CausalRowsInWholeBlocksIgnoreMaskedValues) {
   }
 }
 
+// A causal row whose kept scores are all -inf (a padding mask added to them) has NaN kept
+// outputs, as PyTorch gives; its masked outputs stay exactly 0 (log_softmax: -inf).
+TEST_F(SoftmaxTest, CausalMaskedOutputsStayZeroWhenTheKeptSumIsNaN) {
+  for (DataType dt : {DataType::kFloat32, DataType::kFloat64}) {
+    Tensor x = RandomTensor(dt, {40, 40}, 7);
+    for (int64_t j = 0; j < 40; ++j) x.SetFromDouble(20 * 40 + j, -std::numeric_limits<double>::infinity());
+    auto y = t_.Run("softmax", {x}, {{"causal", true}});
+    ASSERT_TRUE(y.ok()) << y.status();
+    for (int64_t j = 0; j < 40; ++j) {
+      const double v = (*y)[0].GetAsDouble(20 * 40 + j);
+      if (j <= 20) {
+        EXPECT_TRUE(std::isnan(v)) << DataTypeName(dt) << " kept entry " << j << ": " << v;
+      } else {
+        EXPECT_EQ(v, 0.0) << DataTypeName(dt) << " masked entry " << j;
+      }
+    }
+  }
+}
+
 TEST_F(SoftmaxTest, CausalShardUsesLogicalOffset) {
   // The second half of the queries of a [4, 6] causal softmax, run as a shard at offset 2.
   Tensor x = RandomTensor(DataType::kFloat64, {4, 6}, 4);
