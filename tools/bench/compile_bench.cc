@@ -80,15 +80,20 @@ struct Options {
   int32_t ranks_per_part = 0;  // --ranks-per-part=N (0: VerifyInParts' default)
 };
 
-// --verify-in-parts: what `olplan verify --config ...` does (issue 16): the global passes, then
-// the whole plan lowered and checked a range of ranks at a time, and its content hash.
-int RunInParts(const Options& opts, const Case& c, const OpRegistry& registry) {
-  const auto start = std::chrono::steady_clock::now();
+// The benchmark's job at case `c`: the 24-layer GPT above on its layout.
+absl::StatusOr<compiler::Graph> BenchGraph(const Case& c, const OpRegistry& registry) {
   models::GptConfig config{.vocab = 50304, .seq_len = 1024, .n_layer = 24, .n_embd = 1024, .n_head = 16,
                            .batch = 2 * c.layout.dp};
   models::TrainOptions train;
   train.micro_batches = 4;
-  absl::StatusOr<compiler::Graph> graph = models::BuildGptJob(registry, config, c.layout, train);
+  return models::BuildGptJob(registry, config, c.layout, train);
+}
+
+// --verify-in-parts: what `olplan verify --config ...` does (issue 16): the global passes, then
+// the whole plan lowered and checked a range of ranks at a time, and its content hash.
+int RunInParts(const Options& opts, const Case& c, const OpRegistry& registry) {
+  const auto start = std::chrono::steady_clock::now();
+  absl::StatusOr<compiler::Graph> graph = BenchGraph(c, registry);
   if (!graph.ok()) {
     std::fprintf(stderr, "compile_bench: %s\n", std::string(graph.status().message()).c_str());
     return 1;
@@ -136,11 +141,7 @@ int RunInParts(const Options& opts, const Case& c, const OpRegistry& registry) {
 int RunCase(const Options& opts, const Case& c, int64_t rank, const OpRegistry& registry) {
   const int64_t world = c.world;
   const auto start = std::chrono::steady_clock::now();
-  models::GptConfig config{.vocab = 50304, .seq_len = 1024, .n_layer = 24, .n_embd = 1024, .n_head = 16,
-                           .batch = 2 * c.layout.dp};
-  models::TrainOptions train;
-  train.micro_batches = 4;
-  absl::StatusOr<compiler::Graph> graph = models::BuildGptJob(registry, config, c.layout, train);
+  absl::StatusOr<compiler::Graph> graph = BenchGraph(c, registry);
   if (!graph.ok()) {
     std::fprintf(stderr, "compile_bench: %s\n", std::string(graph.status().message()).c_str());
     return 1;

@@ -10,6 +10,7 @@
 #include "gtest/gtest.h"
 #include "oneflow_like/compiler/driver/agreement.h"
 #include "oneflow_like/compiler/driver/compile.h"
+#include "oneflow_like/compiler/driver/gpt_test_case.h"
 #include "oneflow_like/compiler/plan/plan_hash.h"
 #include "oneflow_like/compiler/plan/plan_verifier.h"
 #include "oneflow_like/compiler/plan/rank_plans.h"
@@ -20,17 +21,7 @@ namespace oneflow_like {
 namespace compiler {
 namespace {
 
-struct Case {
-  std::string name;
-  models::ParallelLayout layout;
-  int32_t micro_batches = 0;
-  int32_t zero_stage = 0;
-  bool recompute = false;
-  BoxingStyle boxing = BoxingStyle::kPointToPoint;
-  int64_t n_layer = 2;
-  int64_t batch = 0;  // per piece; 0 = 2 per dp rank
-  int32_t compute_streams = 1;
-};
+using Case = GptTestCase;
 
 
 class PerRankCompileTest : public ::testing::TestWithParam<Case> {
@@ -40,19 +31,8 @@ class PerRankCompileTest : public ::testing::TestWithParam<Case> {
 
 TEST_P(PerRankCompileTest, EveryRankPlanEqualsTheWholePlans) {
   const Case& c = GetParam();
-  models::GptConfig config{.vocab = 64, .seq_len = 8, .n_layer = c.n_layer, .n_embd = 16, .n_head = 2,
-                           .batch = c.batch > 0 ? c.batch : 2 * c.layout.dp};
-  models::TrainOptions train;
-  train.micro_batches = c.micro_batches;
-  train.zero_stage = c.zero_stage;
-  train.recompute = c.recompute;
-  absl::StatusOr<Graph> graph = models::BuildGptJob(*registry_, config, c.layout, train);
-  ASSERT_TRUE(graph.ok()) << graph.status();
-  CompileOptions options;
-  options.boxing = c.boxing;
-  options.bucket_bytes = 2048;  // several buckets on this small model
-  options.compute_streams = c.compute_streams;
-  absl::StatusOr<GlobalDecisions> decisions = RunGlobalPasses(*std::move(graph), options);
+  CompileOptions options = GptTestOptions(c);
+  absl::StatusOr<GlobalDecisions> decisions = GptTestDecisions(c, *registry_);
   ASSERT_TRUE(decisions.ok()) << decisions.status();
   absl::StatusOr<PlanProto> whole = LowerDecisions(*decisions, options);
   ASSERT_TRUE(whole.ok()) << whole.status();

@@ -7,6 +7,7 @@
 
 #include "gtest/gtest.h"
 #include "oneflow_like/compiler/driver/compile.h"
+#include "oneflow_like/compiler/driver/gpt_test_case.h"
 #include "oneflow_like/compiler/driver/verify_in_parts.h"
 #include "oneflow_like/compiler/test_util.h"
 #include "oneflow_like/models/gpt.h"
@@ -15,15 +16,7 @@ namespace oneflow_like {
 namespace compiler {
 namespace {
 
-struct Case {
-  std::string name;
-  models::ParallelLayout layout;
-  int32_t micro_batches = 0;
-  int32_t zero_stage = 0;
-  bool recompute = false;
-  BoxingStyle boxing = BoxingStyle::kPointToPoint;
-  int32_t world_size = 0;  // 0: the layout's
-};
+using Case = GptTestCase;
 
 class VerifyInPartsTest : public ::testing::TestWithParam<Case> {
  protected:
@@ -32,20 +25,8 @@ class VerifyInPartsTest : public ::testing::TestWithParam<Case> {
 
 TEST_P(VerifyInPartsTest, AcceptsTheCompiledPlanAndHashesItLikeTheWholePlan) {
   const Case& c = GetParam();
-  // pp + 1 layers: an uneven split over the stages.
-  models::GptConfig config{.vocab = 64, .seq_len = 8, .n_layer = c.layout.pp > 1 ? c.layout.pp + 1 : 2,
-                           .n_embd = 16, .n_head = 2, .batch = 2 * c.layout.dp};
-  models::TrainOptions train;
-  train.micro_batches = c.micro_batches;
-  train.zero_stage = c.zero_stage;
-  train.recompute = c.recompute;
-  absl::StatusOr<Graph> graph = models::BuildGptJob(*registry_, config, c.layout, train);
-  ASSERT_TRUE(graph.ok()) << graph.status();
-  CompileOptions options;
-  options.boxing = c.boxing;
-  options.bucket_bytes = 2048;
-  options.world_size = c.world_size;
-  absl::StatusOr<GlobalDecisions> decisions = RunGlobalPasses(*std::move(graph), options);
+  const CompileOptions options = GptTestOptions(c);
+  absl::StatusOr<GlobalDecisions> decisions = GptTestDecisions(c, *registry_);
   ASSERT_TRUE(decisions.ok()) << decisions.status();
   absl::StatusOr<PlanProto> whole = LowerDecisions(*decisions, options);
   ASSERT_TRUE(whole.ok()) << whole.status();
@@ -79,12 +60,14 @@ std::string Name(const ::testing::TestParamInfo<Case>& info) { return info.param
 
 INSTANTIATE_TEST_SUITE_P(
     Layouts, VerifyInPartsTest,
+    // Pipelines get pp + 1 layers: an uneven split over the stages.
     ::testing::Values(Case{"dp4_zero1", {.dp = 4}, 1, 1}, Case{"tp4", {.tp = 4}},
-                      Case{"pp4_micro4_recompute", {.pp = 4}, 4, 0, true},
-                      Case{"dp2_tp2_pp2_zero1_recompute", {.dp = 2, .tp = 2, .pp = 2}, 4, 1, true},
-                      Case{"dp2_tp2_pp2_buckets", {.dp = 2, .tp = 2, .pp = 2}, 4, 1, false, BoxingStyle::kCollective},
+                      Case{"pp4_micro4_recompute", {.pp = 4}, 4, 0, true, BoxingStyle::kPointToPoint, 5},
+                      Case{"dp2_tp2_pp2_zero1_recompute", {.dp = 2, .tp = 2, .pp = 2}, 4, 1, true,
+                           BoxingStyle::kPointToPoint, 3},
+                      Case{"dp2_tp2_pp2_buckets", {.dp = 2, .tp = 2, .pp = 2}, 4, 1, false, BoxingStyle::kCollective, 3},
                       Case{"dp2_tp2_auto", {.dp = 2, .tp = 2}, 2, 0, false, BoxingStyle::kAuto},
-                      Case{"dp2_world5_idle_ranks", {.dp = 2}, 2, 0, false, BoxingStyle::kPointToPoint, 5}),
+                      Case{"dp2_world5_idle_ranks", {.dp = 2}, 2, 0, false, BoxingStyle::kPointToPoint, 2, 0, 1, 5}),
     Name);
 
 // A world smaller than the placements is the lowering's error, passed through.

@@ -9,6 +9,7 @@
 
 #include "gtest/gtest.h"
 #include "oneflow_like/compiler/driver/compile.h"
+#include "oneflow_like/compiler/driver/gpt_test_case.h"
 #include "oneflow_like/compiler/plan/plan_sim_graph.h"
 #include "oneflow_like/compiler/plan/plan_simulator.h"
 #include "oneflow_like/compiler/plan/plan_test_util.h"
@@ -55,35 +56,15 @@ void ExpectSameError(const PlanProto& whole, const std::string& expected_part) {
   EXPECT_EQ(Streamed(Split(whole), whole.world_size(), whole.pieces_per_step()), expected);
 }
 
-struct Case {
-  std::string name;
-  models::ParallelLayout layout;
-  int32_t micro_batches = 0;
-  int32_t zero_stage = 0;
-  bool recompute = false;
-  BoxingStyle boxing = BoxingStyle::kPointToPoint;
-  int64_t n_layer = 2;
-  int32_t compute_streams = 1;
-};
+using Case = GptTestCase;
 
 class StreamedVerifierGptTest : public ::testing::TestWithParam<Case> {};
 
 TEST_P(StreamedVerifierGptTest, PartsPassWithTheWholePlansCounts) {
   const Case& c = GetParam();
   std::unique_ptr<OpRegistry> registry = testing::BuiltinRegistry();
-  models::GptConfig config{.vocab = 64, .seq_len = 8, .n_layer = c.n_layer, .n_embd = 16, .n_head = 2,
-                           .batch = 2 * c.layout.dp};
-  models::TrainOptions train;
-  train.micro_batches = c.micro_batches;
-  train.zero_stage = c.zero_stage;
-  train.recompute = c.recompute;
-  absl::StatusOr<Graph> graph = models::BuildGptJob(*registry, config, c.layout, train);
-  ASSERT_TRUE(graph.ok()) << graph.status();
-  CompileOptions options;
-  options.boxing = c.boxing;
-  options.bucket_bytes = 2048;  // several buckets
-  options.compute_streams = c.compute_streams;
-  absl::StatusOr<GlobalDecisions> decisions = RunGlobalPasses(*std::move(graph), options);
+  CompileOptions options = GptTestOptions(c);
+  absl::StatusOr<GlobalDecisions> decisions = GptTestDecisions(c, *registry);
   ASSERT_TRUE(decisions.ok()) << decisions.status();
   absl::StatusOr<PlanProto> whole = LowerDecisions(*decisions, options);
   ASSERT_TRUE(whole.ok()) << whole.status();
@@ -123,7 +104,7 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{"pp4_micro4_recompute", {.pp = 4}, 4, 0, true, BoxingStyle::kPointToPoint, 4},
                       Case{"dp2_tp2_zero1_buckets", {.dp = 2, .tp = 2}, 2, 1, false, BoxingStyle::kCollective},
                       Case{"dp2_tp2_pp2_zero1_two_streams", {.dp = 2, .tp = 2, .pp = 2}, 2, 1, false,
-                           BoxingStyle::kPointToPoint, 2, 2}),
+                           BoxingStyle::kPointToPoint, 2, 0, 2}),
     Name);
 
 // Rank 0: x.source -> x -> (rank 1) x.transfer -> x@1 -> a -> ra -> b -> rb -> y.sink; and
