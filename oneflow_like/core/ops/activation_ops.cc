@@ -124,18 +124,26 @@ inline float MillsRatioOverSqrt2Pi(float a) {
   return p / q;
 }
 
-inline double ErfGeluValue(double x) { return x * NormalCdf(x); }
-inline double ErfGeluDerivative(double x) { return NormalCdf(x) + x * NormalPdf(x); }
+// Infinite inputs: where Phi(x) or phi(x) is 0, the factor x multiplying it is clamped to a
+// finite bound first (NaN passes: its comparisons are false), so gelu(-inf) = -0, gelu'(-inf) = 0
+// and gelu'(+inf) = 1 instead of inf * 0 = NaN; finite inputs give the same bits as without the
+// clamp (past the bound the product underflows to the same zero).
+template <typename T>
+inline T ClampMagnitude(T x, T bound) {
+  return x < -bound ? -bound : (x > bound ? bound : x);
+}
+inline double ErfGeluValue(double x) { return (x < 0 ? ClampMagnitude(x, 40.0) : x) * NormalCdf(x); }
+inline double ErfGeluDerivative(double x) { return NormalCdf(x) + ClampMagnitude(x, 40.0) * NormalPdf(x); }
 inline float ErfGeluValue(float x) {
   const float a = AbsClamp14(x);
   const float tail = HalfGaussExp(a) * MillsRatioOverSqrt2Pi(a);  // Phi(-|x|)
-  return x * (x < 0.0f ? tail : 1.0f - tail);
+  return (x < -14.0f ? -14.0f : x) * (x < 0.0f ? tail : 1.0f - tail);
 }
 inline float ErfGeluDerivative(float x) {
   const float a = AbsClamp14(x);
   const float e = HalfGaussExp(a);
   const float tail = e * MillsRatioOverSqrt2Pi(a);
-  return std::fma(x, e * static_cast<float>(kInvSqrt2Pi), x < 0.0f ? tail : 1.0f - tail);
+  return std::fma(ClampMagnitude(x, 14.0f), e * static_cast<float>(kInvSqrt2Pi), x < 0.0f ? tail : 1.0f - tail);
 }
 
 template <typename T>

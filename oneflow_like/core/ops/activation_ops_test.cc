@@ -175,16 +175,25 @@ TEST_F(ActivationTest, ExactGeluFloat32MatchesFloat64AcrossTheRange) {
       ++bad;
     }
   }
-  // Non-finite inputs: inf passes, NaN propagates (both kernels).
-  const float inf = std::numeric_limits<float>::infinity(), nan = std::numeric_limits<float>::quiet_NaN();
-  auto special = t_.Run("gelu", {Tensor::FromVector<float>({2}, {inf, nan})}, kExact);
-  ASSERT_TRUE(special.ok());
-  EXPECT_EQ((*special)[0].GetAsDouble(0), inf);
-  EXPECT_TRUE(std::isnan((*special)[0].GetAsDouble(1)));
-  auto special_dx = t_.Run("gelu_grad", {Tensor::FromVector<float>({1}, {1.0f}), Tensor::FromVector<float>({1}, {nan})},
-                           kExact);
-  ASSERT_TRUE(special_dx.ok());
-  EXPECT_TRUE(std::isnan((*special_dx)[0].GetAsDouble(0)));
+  // Non-finite inputs, float32 and float64: the limits at +-inf (gelu(inf) = inf, gelu(-inf) = 0,
+  // gelu'(inf) = 1, gelu'(-inf) = 0), NaN propagates.
+  const double inf = std::numeric_limits<double>::infinity(), nan = std::numeric_limits<double>::quiet_NaN();
+  for (DataType dtype : {DataType::kFloat32, DataType::kFloat64}) {
+    SCOPED_TRACE(DataTypeName(dtype));
+    Tensor x(dtype, Shape({3})), dy(dtype, Shape({3}));
+    const double xs[3] = {inf, -inf, nan};
+    for (int i = 0; i < 3; ++i) x.SetFromDouble(i, xs[i]), dy.SetFromDouble(i, 1.0);
+    auto special = t_.Run("gelu", {x}, kExact);
+    ASSERT_TRUE(special.ok()) << special.status();
+    EXPECT_EQ((*special)[0].GetAsDouble(0), inf);
+    EXPECT_EQ((*special)[0].GetAsDouble(1), 0.0);
+    EXPECT_TRUE(std::isnan((*special)[0].GetAsDouble(2)));
+    auto special_dx = t_.Run("gelu_grad", {dy, x}, kExact);
+    ASSERT_TRUE(special_dx.ok()) << special_dx.status();
+    EXPECT_EQ((*special_dx)[0].GetAsDouble(0), 1.0);
+    EXPECT_EQ((*special_dx)[0].GetAsDouble(1), 0.0);
+    EXPECT_TRUE(std::isnan((*special_dx)[0].GetAsDouble(2)));
+  }
 }
 
 TEST_F(ActivationTest, GradKernelsMatchAnalyticDerivatives) {
