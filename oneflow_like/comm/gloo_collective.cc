@@ -6,6 +6,7 @@
 #include <future>
 #include <map>
 #include <mutex>
+#include <random>
 #include <set>
 #include <utility>
 #include <vector>
@@ -18,6 +19,7 @@
 #include "gloo/rendezvous/store.h"
 #include "gloo/transport/tcp/device.h"
 #include "oneflow_like/comm/gloo_channel.h"
+#include "oneflow_like/comm/gloo_ol_transport.h"
 #include "oneflow_like/core/status.h"
 
 namespace oneflow_like {
@@ -73,6 +75,8 @@ class StoreAdapter final : public ::gloo::rendezvous::Store {
 // order. It lives as long as the backend (or its last channel); channel ids are never reused.
 class GlooBackend final : public CollectiveBackend {
  public:
+  // `device`: gloo's TCP device, or null for ours (made at the first connect: it may wait for
+  // the job token in the store).
   GlooBackend(RendezvousStore* store, int32_t rank, int32_t world, GlooOptions options,
               std::shared_ptr<::gloo::transport::Device> device)
       : store_(store), rank_(rank), world_(world), options_(std::move(options)), device_(std::move(device)) {}
@@ -223,12 +227,13 @@ class GlooBackend final : public CollectiveBackend {
                                                                   const std::vector<int32_t>& group, int32_t me,
                                                                   const std::string& what) {
     RETURN_IF_ERROR(AwaitMembers(prefix, group, me, what));
+    ASSIGN_OR_RETURN(std::shared_ptr<::gloo::transport::Device> device, Device(what));
     try {
       StoreAdapter adapter(store_, options_.timeout_ms);
       ::gloo::rendezvous::PrefixStore prefixed(prefix, adapter);
       auto context = std::make_shared<::gloo::rendezvous::Context>(me, static_cast<int>(group.size()));
       context->setTimeout(std::chrono::milliseconds(options_.timeout_ms));
-      context->connectFullMesh(prefixed, device_);
+      context->connectFullMesh(prefixed, device);
       {
         std::lock_guard<std::mutex> lock(mu_);
         ++stats_.contexts;
@@ -240,6 +245,31 @@ class GlooBackend final : public CollectiveBackend {
     }
   }
 
+  // The backend's gloo device; ours is made at the first connect, with the job token.
+  absl::StatusOr<std::shared_ptr<::gloo::transport::Device>> Device(const std::string& what) {
+    std::lock_guard<std::mutex> lock(device_mu_);
+    if (device_ != nullptr) return device_;
+    OlGlooDeviceOptions ol;
+    ol.bind_address = options_.hostname;
+    ol.connect_timeout_ms = options_.timeout_ms;
+    ol.job_token = options_.job_token;
+    if (ol.job_token.empty()) {
+      absl::StatusOr<std::string> token = store_->Get(kTokenKey, options_.timeout_ms);
+      if (!token.ok()) {
+        return absl::Status(token.status().code(),
+                            absl::StrCat("gloo: rank ", rank_, " ", what, ": no job token for the ol transport from rank 0 within ",
+                                         options_.timeout_ms, " ms: ", token.status().message()));
+      }
+      ol.job_token = *token;
+    }
+    device_ = CreateOlGlooDevice(std::move(ol));
+    return device_;
+  }
+
+ public:
+  static constexpr const char* kTokenKey = "gloo-ol/job_token";
+
+ private:
   // gloo's pairs each listen on a port of their own until the first connection comes, and take
   // it as the peer unchecked (README: garbage at gloo's ports). So gloo opens them only once
   // every member is here: they listen for as long as the peers take to dial in, not for as
@@ -266,13 +296,32 @@ class GlooBackend final : public CollectiveBackend {
   RendezvousStore* store_;
   int32_t rank_, world_;
   GlooOptions options_;
-  std::shared_ptr<::gloo::transport::Device> device_;
+  std::mutex device_mu_;
+  std::shared_ptr<::gloo::transport::Device> device_;  // guarded by device_mu_
   mutable std::mutex mu_;
   std::map<std::vector<int32_t>, std::shared_ptr<GroupState>> groups_;  // ConnectChannel's groups
   CollectiveBackendStats stats_;
 };
 
+std::string RandomToken() {
+  std::random_device random;
+  std::string token;
+  for (int k = 0; k < 4; ++k) absl::StrAppend(&token, absl::Hex(random(), absl::kZeroPad8));
+  return token;
+}
+
 }  // namespace
+
+const char* GlooTransportName(GlooTransport transport) {
+  return transport == GlooTransport::kOl ? "ol" : "gloo_tcp";
+}
+
+absl::StatusOr<GlooTransport> ParseGlooTransport(const std::string& name) {
+  if (name == "ol") return GlooTransport::kOl;
+  if (name == "gloo_tcp") return GlooTransport::kGlooTcp;
+  return absl::InvalidArgumentError(absl::StrCat("gloo transport '", name,
+                                                 "' is none of 'ol' (ours: token-checked) and 'gloo_tcp' (gloo's own)"));
+}
 
 absl::StatusOr<std::unique_ptr<CollectiveBackend>> CreateGlooBackend(RendezvousStore* store, int32_t rank,
                                                                      int32_t world_size, GlooOptions options) {
@@ -284,6 +333,12 @@ absl::StatusOr<std::unique_ptr<CollectiveBackend>> CreateGlooBackend(RendezvousS
   if (options.channel_bits < 1 || options.channel_bits > GlooTagSpace::kMaxBits) {
     return absl::InvalidArgumentError(absl::StrCat("gloo: channel_bits must be in [1, ", GlooTagSpace::kMaxBits,
                                                    "], not ", options.channel_bits));
+  }
+  if (options.transport == GlooTransport::kOl) {
+    if (options.job_token.empty() && rank == 0) {  // a token of this backend's world, shared through the store
+      RETURN_IF_ERROR(store->Set(GlooBackend::kTokenKey, RandomToken()));
+    }
+    return std::unique_ptr<CollectiveBackend>(new GlooBackend(store, rank, world_size, std::move(options), nullptr));
   }
   try {
     ::gloo::transport::tcp::attr attr(options.hostname.c_str());

@@ -21,13 +21,13 @@ namespace {
 using ::testing::HasSubstr;
 
 // Runs body(rank, communicator) on `n` threads, one communicator each over group [0, n).
-void OnRanks(int n, const std::function<void(int, Communicator*)>& body, int64_t timeout_ms = 20000) {
+void OnRanks(const GlooOptions& options, int n, const std::function<void(int, Communicator*)>& body) {
   InMemoryStore store;
   std::vector<std::thread> threads;
   for (int r = 0; r < n; ++r) {
     threads.emplace_back([&, r] {
       absl::StatusOr<std::unique_ptr<CollectiveBackend>> backend =
-          CreateGlooBackend(&store, r, n, GlooOptions{"127.0.0.1", timeout_ms});
+          CreateGlooBackend(&store, r, n, options);
       ASSERT_TRUE(backend.ok()) << backend.status();
       std::vector<int32_t> group(n);
       std::iota(group.begin(), group.end(), 0);
@@ -64,10 +64,12 @@ template <> DataType TypeOf<int32_t>() { return DataType::kInt32; }
 template <> DataType TypeOf<int64_t>() { return DataType::kInt64; }
 
 template <typename T>
-void CheckAllReduce(int n, int64_t count) {
-  OnRanks(n, [&](int r, Communicator* comm) {
+void CheckAllReduce(const GlooOptions& options, int n, int64_t count) {
+  OnRanks(options, n, [&](int r, Communicator* comm) {
     std::vector<T> in = Input<T>(r, count), out(count);
-    ASSERT_TRUE(Wait([&](CollectiveDone d) { comm->AllReduce(in.data(), out.data(), count, TypeOf<T>(), d); }).ok());
+    const absl::Status reduced =
+        Wait([&](CollectiveDone d) { comm->AllReduce(in.data(), out.data(), count, TypeOf<T>(), d); });
+    ASSERT_TRUE(reduced.ok()) << reduced;
     for (int64_t i = 0; i < count; ++i) {
       double expect = 0;
       for (int k = 0; k < n; ++k) expect += Value(k, i);
@@ -79,27 +81,43 @@ void CheckAllReduce(int n, int64_t count) {
   });
 }
 
-TEST(GlooCollective, AllReduceEveryDtypeAndGroupSize) {
+// Every test runs over both transports under gloo: ours (token-checked) and gloo's TCP.
+class GlooCollective : public ::testing::TestWithParam<GlooTransport> {
+ protected:
+  GlooOptions Options(int64_t timeout_ms = 20000) const {
+    GlooOptions options;
+    options.timeout_ms = timeout_ms;
+    options.transport = GetParam();
+    return options;
+  }
+};
+
+INSTANTIATE_TEST_SUITE_P(Transports, GlooCollective, ::testing::Values(GlooTransport::kOl, GlooTransport::kGlooTcp),
+                         [](const ::testing::TestParamInfo<GlooTransport>& info) {
+                           return std::string(GlooTransportName(info.param));
+                         });
+
+TEST_P(GlooCollective, AllReduceEveryDtypeAndGroupSize) {
   for (int n : {2, 3, 4}) {
-    CheckAllReduce<float>(n, 1001);
-    CheckAllReduce<double>(n, 5);
-    CheckAllReduce<int32_t>(n, 17);
-    CheckAllReduce<int64_t>(n, 3);
+    CheckAllReduce<float>(Options(), n, 1001);
+    CheckAllReduce<double>(Options(), n, 5);
+    CheckAllReduce<int32_t>(Options(), n, 17);
+    CheckAllReduce<int64_t>(Options(), n, 3);
   }
 }
 
-TEST(GlooCollective, AllReduceLargeTensorRing) {
-  CheckAllReduce<float>(3, 1 << 20);
+TEST_P(GlooCollective, AllReduceLargeTensorRing) {
+  CheckAllReduce<float>(Options(), 3, 1 << 20);
 }
 
-TEST(GlooCollective, HalfPrecisionSumsGoThroughFloat) {
+TEST_P(GlooCollective, HalfPrecisionSumsGoThroughFloat) {
   // bfloat16 / float16 bit patterns of small integers: exact sums.
   auto bf16 = [](float f) {
     uint32_t b;
     std::memcpy(&b, &f, 4);
     return static_cast<uint16_t>(b >> 16);
   };
-  OnRanks(3, [&](int r, Communicator* comm) {
+  OnRanks(Options(), 3, [&](int r, Communicator* comm) {
     std::vector<uint16_t> x(9, bf16(static_cast<float>(r + 1)));
     ASSERT_TRUE(Wait([&](CollectiveDone d) { comm->AllReduce(x.data(), x.data(), 9, DataType::kBFloat16, d); }).ok());
     for (uint16_t v : x) EXPECT_EQ(v, bf16(6.0f));
@@ -110,12 +128,12 @@ TEST(GlooCollective, HalfPrecisionSumsGoThroughFloat) {
   });
 }
 
-TEST(GlooCollective, AllGatherUnevenCounts) {
+TEST_P(GlooCollective, AllGatherUnevenCounts) {
   for (int n : {2, 3, 4}) {
     std::vector<int64_t> counts;
     for (int k = 0; k < n; ++k) counts.push_back(k == 1 ? 0 : 3 + 2 * k);  // one member gives nothing
     const int64_t total = SumCounts(counts);
-    OnRanks(n, [&](int r, Communicator* comm) {
+    OnRanks(Options(), n, [&](int r, Communicator* comm) {
       std::vector<float> in = Input<float>(r, counts[r]), out(total, -1);
       ASSERT_TRUE(Wait([&](CollectiveDone d) { comm->AllGather(in.data(), out.data(), counts, DataType::kFloat32, d); }).ok());
       int64_t offset = 0;
@@ -127,12 +145,12 @@ TEST(GlooCollective, AllGatherUnevenCounts) {
   }
 }
 
-TEST(GlooCollective, ReduceScatterUnevenCounts) {
+TEST_P(GlooCollective, ReduceScatterUnevenCounts) {
   for (int n : {2, 3, 4}) {
     std::vector<int64_t> counts;
     for (int k = 0; k < n; ++k) counts.push_back(2 + k);
     const int64_t total = SumCounts(counts);
-    OnRanks(n, [&](int r, Communicator* comm) {
+    OnRanks(Options(), n, [&](int r, Communicator* comm) {
       std::vector<double> in = Input<double>(r, total), out(counts[r], -1);
       ASSERT_TRUE(
           Wait([&](CollectiveDone d) { comm->ReduceScatter(in.data(), out.data(), counts, DataType::kFloat64, d); }).ok());
@@ -146,8 +164,8 @@ TEST(GlooCollective, ReduceScatterUnevenCounts) {
   }
 }
 
-TEST(GlooCollective, BroadcastFromEveryRoot) {
-  OnRanks(3, [&](int r, Communicator* comm) {
+TEST_P(GlooCollective, BroadcastFromEveryRoot) {
+  OnRanks(Options(), 3, [&](int r, Communicator* comm) {
     for (int root = 0; root < 3; ++root) {
       std::vector<int64_t> x = Input<int64_t>(r, 11);
       ASSERT_TRUE(Wait([&](CollectiveDone d) { comm->Broadcast(x.data(), 11, DataType::kInt64, root, d); }).ok());
@@ -156,11 +174,11 @@ TEST(GlooCollective, BroadcastFromEveryRoot) {
   });
 }
 
-TEST(GlooCollective, AllToAllUneven) {
+TEST_P(GlooCollective, AllToAllUneven) {
   const int n = 4;
   // member j sends (j + k) % 3 + 1 elements to member k: value = 100 * j + 10 * k + i
   auto sends = [&](int j, int k) { return static_cast<int64_t>((j + k) % 3 + 1); };
-  OnRanks(n, [&](int r, Communicator* comm) {
+  OnRanks(Options(), n, [&](int r, Communicator* comm) {
     std::vector<int64_t> sc, rc;
     std::vector<int32_t> in, out;
     for (int k = 0; k < n; ++k) {
@@ -177,8 +195,8 @@ TEST(GlooCollective, AllToAllUneven) {
   });
 }
 
-TEST(GlooCollective, SendRecvMatchInIssueOrder) {
-  OnRanks(2, [&](int r, Communicator* comm) {
+TEST_P(GlooCollective, SendRecvMatchInIssueOrder) {
+  OnRanks(Options(), 2, [&](int r, Communicator* comm) {
     std::vector<float> a(5), b(7);
     if (r == 0) {
       a = Input<float>(0, 5);
@@ -194,8 +212,8 @@ TEST(GlooCollective, SendRecvMatchInIssueOrder) {
   });
 }
 
-TEST(GlooCollective, CallsRunInIssueOrderWithoutBlockingTheCaller) {
-  OnRanks(2, [&](int r, Communicator* comm) {
+TEST_P(GlooCollective, CallsRunInIssueOrderWithoutBlockingTheCaller) {
+  OnRanks(Options(), 2, [&](int r, Communicator* comm) {
     std::vector<std::vector<float>> bufs;
     for (int i = 0; i < 8; ++i) bufs.push_back(std::vector<float>(1000, static_cast<float>(i + r)));
     std::vector<int> order;
@@ -213,8 +231,8 @@ TEST(GlooCollective, CallsRunInIssueOrderWithoutBlockingTheCaller) {
   });
 }
 
-TEST(GlooCollective, BadCallsAreRefusedNamingTheGroup) {
-  OnRanks(2, [&](int r, Communicator* comm) {
+TEST_P(GlooCollective, BadCallsAreRefusedNamingTheGroup) {
+  OnRanks(Options(), 2, [&](int r, Communicator* comm) {
     float x[4] = {0};
     absl::Status s = Wait([&](CollectiveDone d) { comm->AllGather(x, x, {1, 2, 3}, DataType::kFloat32, d); });
     EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
@@ -231,9 +249,9 @@ TEST(GlooCollective, BadCallsAreRefusedNamingTheGroup) {
   });
 }
 
-TEST(GlooCollective, ConnectRefusesAGroupWithoutThisRank) {
+TEST_P(GlooCollective, ConnectRefusesAGroupWithoutThisRank) {
   InMemoryStore store;
-  auto backend = CreateGlooBackend(&store, 2, 4);
+  auto backend = CreateGlooBackend(&store, 2, 4, Options());
   ASSERT_TRUE(backend.ok());
   auto comm = (*backend)->Connect({0, 1}, "x");
   EXPECT_EQ(comm.status().code(), absl::StatusCode::kInvalidArgument);
@@ -243,28 +261,28 @@ TEST(GlooCollective, ConnectRefusesAGroupWithoutThisRank) {
   EXPECT_FALSE(CreateGlooBackend(nullptr, 0, 1).ok());
 }
 
-TEST(GlooCollective, MissingPeerTimesOutInsteadOfHanging) {
+TEST_P(GlooCollective, MissingPeerTimesOutInsteadOfHanging) {
   InMemoryStore store;
-  auto backend = CreateGlooBackend(&store, 0, 2, GlooOptions{"127.0.0.1", 500});
+  auto backend = CreateGlooBackend(&store, 0, 2, Options(500));
   ASSERT_TRUE(backend.ok());
   auto comm = (*backend)->Connect({0, 1}, "lonely");  // rank 1 never comes
   ASSERT_FALSE(comm.ok());
   EXPECT_THAT(std::string(comm.status().message()), HasSubstr("group [0,1]"));
 }
 
-TEST(GlooCollective, APeerThatLeavesFailsLaterCallsWithAnError) {
+TEST_P(GlooCollective, APeerThatLeavesFailsLaterCallsWithAnError) {
   InMemoryStore store;
   std::promise<void> connected;
   std::shared_future<void> ready = connected.get_future().share();
   std::thread peer([&] {
-    auto backend = CreateGlooBackend(&store, 1, 2, GlooOptions{"127.0.0.1", 1000});
+    auto backend = CreateGlooBackend(&store, 1, 2, Options(1000));
     auto comm = (*backend)->Connect({0, 1}, "dies");
     ASSERT_TRUE(comm.ok());
     float x[3] = {1, 2, 3};
     ASSERT_TRUE(Wait([&](CollectiveDone d) { (*comm)->AllReduce(x, x, 3, DataType::kFloat32, d); }).ok());
     // leaves: the communicator and its connections close
   });
-  auto backend = CreateGlooBackend(&store, 0, 2, GlooOptions{"127.0.0.1", 1000});
+  auto backend = CreateGlooBackend(&store, 0, 2, Options(1000));
   auto comm = (*backend)->Connect({0, 1}, "dies");
   ASSERT_TRUE(comm.ok());
   float x[3] = {1, 2, 3};

@@ -1,0 +1,159 @@
+// Internal to the gloo backend: gloo's transport context (gloo/transport/context.h) over one of
+// our Transports (transport.h) among the context's members, so that gloo's algorithms run on
+// token-authenticated, checksummed links (gloo_ol_transport.h makes the Transport). Only gloo's
+// unbound-buffer path exists: the algorithms the backend calls (allreduce, allgatherv,
+// alltoallv, broadcast) and point-to-point send/recv use nothing else; bound buffers
+// (Pair::createSendBuffer / createRecvBuffer) throw gloo::EnforceNotMet saying so.
+//
+// Matching. A message carries its slot and length; the receiver matches it by (sender, slot)
+// against the receives posted so far, oldest first, so sends and receives of one (peer, slot)
+// pair up in FIFO order. A message with no posted receive yet is kept (copied) until one comes;
+// a receive from a set of ranks takes the oldest kept message of any of them, else the first to
+// arrive. A message is copied once, from the transport's receive buffer into the posted buffer.
+// Its length must equal the posted receive's: anything else fails the context (never a write
+// past the buffer), as do undecodable bytes.
+//
+// Sending. Messages below kZeroCopyBytes are copied once into the transport's queue and the send
+// completes at once. Larger ones are written from the caller's memory (Transport::SendRegistered)
+// and complete when the receiver acknowledges them (a 24-byte ack), so the buffer stays unchanged
+// until the peer has it. Destroying a buffer detaches whatever of it is still queued.
+//
+// Failures. A broken link, bytes a peer should not have sent, a size mismatch or a wait past its
+// timeout (the context's, gloo::IoException as gloo's TCP transport throws) fail the whole
+// context: every pending and later wait throws gloo::IoException with the first failure, which
+// names the member. abortWaitRecv / abortWaitSend make the current (or next) wait return false.
+// Thread-safety: every method is thread-safe (gloo calls from the algorithms' threads; the
+// transport delivers on its own thread).
+#ifndef ONEFLOW_LIKE_COMM_GLOO_OL_CONTEXT_H_
+#define ONEFLOW_LIKE_COMM_GLOO_OL_CONTEXT_H_
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <list>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "gloo/transport/context.h"
+#include "gloo/transport/pair.h"
+#include "gloo/transport/unbound_buffer.h"
+#include "oneflow_like/comm/transport.h"
+
+namespace oneflow_like {
+namespace comm {
+
+// One member's end of a context's links: a Transport whose ranks are the context's members.
+class GlooMesh {
+ public:
+  virtual ~GlooMesh() = default;
+  virtual Transport* transport() = 0;
+  // What the other members need to reach this one (at most kMaxAddressBytes bytes).
+  virtual std::string address() const = 0;
+  // addresses[k] = member k's address() (this member's entry unused). Blocks until every link
+  // is up or the mesh's timeout passed.
+  virtual absl::Status Connect(const std::vector<std::string>& addresses) = 0;
+  // Called (on any thread) once per broken link, with a status naming the member.
+  virtual void SetErrorHandler(std::function<void(const absl::Status&)> handler) = 0;
+  static constexpr size_t kMaxAddressBytes = 160;
+};
+
+class OlUnboundBuffer;
+
+class OlGlooContext final : public ::gloo::transport::Context, public std::enable_shared_from_this<OlGlooContext> {
+ public:
+  static constexpr size_t kZeroCopyBytes = size_t{256} << 10;
+
+  // `mesh` may be null for a context of one member (nothing to reach).
+  OlGlooContext(int rank, int size, std::unique_ptr<GlooMesh> mesh);
+  ~OlGlooContext() override;
+
+  std::unique_ptr<::gloo::transport::Pair>& createPair(int rank) override;
+  std::unique_ptr<::gloo::transport::UnboundBuffer> createUnboundBuffer(void* ptr, size_t size) override;
+
+  // Pair::connect: records member `peer`'s address; once every pair has one, connects the mesh
+  // (throws gloo::IoException if that fails).
+  void ConnectPeer(int peer, const std::string& address);
+  std::string address() const;  // this member's, for its pairs
+
+  // Fails the context (the first failure stays) and wakes every wait.
+  void Fail(const std::string& why);
+
+  // The buffer operations (OlUnboundBuffer forwards here).
+  void Send(OlUnboundBuffer* buffer, int to, uint64_t slot, size_t offset, size_t nbytes);
+  void Recv(OlUnboundBuffer* buffer, std::vector<int> from, uint64_t slot, size_t offset, size_t nbytes);
+  bool Wait(OlUnboundBuffer* buffer, bool recv, int* rank, std::chrono::milliseconds timeout);
+  void Abort(OlUnboundBuffer* buffer, bool recv);
+  void Forget(OlUnboundBuffer* buffer);  // the buffer is going away
+
+ private:
+  struct PostedRecv {
+    OlUnboundBuffer* buffer;
+    uint64_t slot;
+    std::vector<int> from;
+    size_t offset, nbytes;
+  };
+  struct Early {  // a message that came before its receive
+    int from;
+    std::string bytes;
+  };
+  struct AwaitedAck {  // a zero-copy send the peer has not acknowledged yet
+    OlUnboundBuffer* buffer;  // null once the buffer went away
+    uint64_t slot;
+    size_t nbytes;
+  };
+
+  void OnMessage(int from, absl::string_view message);  // the transport's thread
+  // A message from `from` (maybe this member): into the oldest matching receive, else kept.
+  void ArriveLocked(int from, uint64_t slot, absl::string_view bytes);  // REQUIRES: mu_ held
+  void OnAck(int from, uint64_t slot, uint64_t nbytes);
+  void FailLocked(const std::string& why);  // REQUIRES: mu_ held
+  // Copies `bytes` into the receive and completes it, or fails the context on a size mismatch.
+  void DeliverLocked(const PostedRecv& recv, int from, absl::string_view bytes);
+  [[noreturn]] void ThrowFailureLocked() const;
+
+  std::unique_ptr<GlooMesh> mesh_;
+  std::mutex connect_mu_;
+  std::vector<std::string> peer_addresses_;  // guarded by connect_mu_
+  int peers_known_ = 0;                      // guarded by connect_mu_
+
+  mutable std::mutex mu_;
+  std::condition_variable changed_;
+  std::string failure_;                              // empty: healthy
+  std::list<PostedRecv> posted_;                     // receives without a message, oldest first
+  std::map<uint64_t, std::deque<Early>> early_;      // [slot]: messages without a receive
+  std::vector<std::deque<AwaitedAck>> awaited_;      // [member]
+};
+
+// gloo's unbound buffer over an OlGlooContext (kept alive by the buffer).
+class OlUnboundBuffer final : public ::gloo::transport::UnboundBuffer {
+ public:
+  OlUnboundBuffer(std::shared_ptr<OlGlooContext> context, void* ptr, size_t size);
+  ~OlUnboundBuffer() override;
+
+  bool waitRecv(int* rank, std::chrono::milliseconds timeout) override;
+  bool waitSend(int* rank, std::chrono::milliseconds timeout) override;
+  void abortWaitRecv() override;
+  void abortWaitSend() override;
+  void send(int dstRank, uint64_t slot, size_t offset, size_t nbytes) override;
+  void recv(int srcRank, uint64_t slot, size_t offset, size_t nbytes) override;
+  void recv(std::vector<int> srcRanks, uint64_t slot, size_t offset, size_t nbytes) override;
+
+ private:
+  friend class OlGlooContext;
+  const std::shared_ptr<OlGlooContext> context_;
+  // Guarded by the context's mu_.
+  std::deque<int> recv_done_, send_done_;  // ranks of completed operations not waited for yet
+  bool abort_recv_ = false, abort_send_ = false;
+  bool zero_copy_sends_ = false;  // some send may still be written from this memory
+  std::string last_recv_, last_send_;  // the latest operation, for timeout messages
+};
+
+}  // namespace comm
+}  // namespace oneflow_like
+
+#endif  // ONEFLOW_LIKE_COMM_GLOO_OL_CONTEXT_H_

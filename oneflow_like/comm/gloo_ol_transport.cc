@@ -1,0 +1,63 @@
+#include "oneflow_like/comm/gloo_ol_transport.h"
+
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "gloo/common/error.h"
+#include "oneflow_like/comm/gloo_ol_context.h"
+#include "oneflow_like/comm/tcp_transport.h"
+
+namespace oneflow_like {
+namespace comm {
+namespace {
+
+// A context's links: a TcpTransport among its members.
+class TcpGlooMesh final : public GlooMesh {
+ public:
+  explicit TcpGlooMesh(std::unique_ptr<TcpTransport> tcp) : tcp_(std::move(tcp)) {}
+  Transport* transport() override { return tcp_.get(); }
+  std::string address() const override { return tcp_->endpoint(); }
+  absl::Status Connect(const std::vector<std::string>& addresses) override { return tcp_->Connect(addresses); }
+  void SetErrorHandler(std::function<void(const absl::Status&)> handler) override {
+    tcp_->SetErrorHandler(std::move(handler));
+  }
+
+ private:
+  std::unique_ptr<TcpTransport> tcp_;
+};
+
+class OlGlooDevice final : public ::gloo::transport::Device {
+ public:
+  explicit OlGlooDevice(OlGlooDeviceOptions options) : options_(std::move(options)) {}
+  std::string str() const override { return absl::StrCat("oneflow_like tcp on ", options_.bind_address); }
+  const std::string& getPCIBusID() const override { return pci_bus_id_; }
+
+  std::shared_ptr<::gloo::transport::Context> createContext(int rank, int size) override {
+    if (size <= 1) return std::make_shared<OlGlooContext>(rank, size, nullptr);
+    TcpTransportOptions tcp;
+    tcp.rank = rank;
+    tcp.world_size = size;
+    tcp.bind_address = options_.bind_address;
+    tcp.job_token = options_.job_token;
+    tcp.connect_timeout_ms = options_.connect_timeout_ms;
+    absl::StatusOr<std::unique_ptr<TcpTransport>> listening = TcpTransport::Listen(tcp);
+    if (!listening.ok()) {
+      throw ::gloo::IoException(absl::StrCat("ol gloo transport: member ", rank, " of ", size,
+                                             " cannot listen: ", listening.status().ToString()));
+    }
+    return std::make_shared<OlGlooContext>(rank, size, std::make_unique<TcpGlooMesh>(*std::move(listening)));
+  }
+
+ private:
+  const OlGlooDeviceOptions options_;
+  const std::string pci_bus_id_;
+};
+
+}  // namespace
+
+std::shared_ptr<::gloo::transport::Device> CreateOlGlooDevice(OlGlooDeviceOptions options) {
+  return std::make_shared<OlGlooDevice>(std::move(options));
+}
+
+}  // namespace comm
+}  // namespace oneflow_like
