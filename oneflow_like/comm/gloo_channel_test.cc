@@ -44,8 +44,9 @@ void OnRanks(int n, const GlooOptions& options, const std::function<void(int, Co
   for (auto& t : threads) t.join();
 }
 
-GlooOptions Options(int channel_bits = 16, int64_t timeout_ms = kTimeoutMs) {
+GlooOptions Options(GlooTransport transport, int channel_bits = 16, int64_t timeout_ms = kTimeoutMs) {
   GlooOptions options;
+  options.transport = transport;
   options.timeout_ms = timeout_ms;
   options.channel_bits = channel_bits;
   return options;
@@ -150,9 +151,9 @@ struct ChannelRound {
   }
 };
 
-void ConcurrentChannels(int n, int channel_bits, const std::vector<uint64_t>& channels, int64_t expect_contexts,
-                        int64_t expect_fallbacks) {
-  OnRanks(n, Options(channel_bits), [&](int r, CollectiveBackend* backend) {
+void ConcurrentChannels(GlooTransport transport, int n, int channel_bits, const std::vector<uint64_t>& channels,
+                        int64_t expect_contexts, int64_t expect_fallbacks) {
+  OnRanks(n, Options(transport, channel_bits), [&](int r, CollectiveBackend* backend) {
     // Every member connects and issues the channels in a different order (rotated by its rank).
     std::vector<uint64_t> order;
     for (size_t k = 0; k < channels.size(); ++k) order.push_back(channels[(k + r) % channels.size()]);
@@ -181,8 +182,16 @@ void ConcurrentChannels(int n, int channel_bits, const std::vector<uint64_t>& ch
   });
 }
 
-TEST(GlooChannel, TwoChannelsOfOneGroupShareOneContext) {
-  OnRanks(2, Options(), [&](int r, CollectiveBackend* backend) {
+// Every test runs over both transports under gloo: ours (token-checked) and gloo's TCP.
+class GlooChannel : public ::testing::TestWithParam<GlooTransport> {};
+
+INSTANTIATE_TEST_SUITE_P(Transports, GlooChannel, ::testing::Values(GlooTransport::kOl, GlooTransport::kGlooTcp),
+                         [](const ::testing::TestParamInfo<GlooTransport>& info) {
+                           return std::string(GlooTransportName(info.param));
+                         });
+
+TEST_P(GlooChannel, TwoChannelsOfOneGroupShareOneContext) {
+  OnRanks(2, Options(GetParam()), [&](int r, CollectiveBackend* backend) {
     std::vector<std::unique_ptr<Communicator>> comms = ConnectAll(backend, 2, {7, 8});
     ASSERT_NE(comms[0], nullptr);
     ASSERT_NE(comms[1], nullptr);
@@ -206,8 +215,8 @@ TEST(GlooChannel, TwoChannelsOfOneGroupShareOneContext) {
   });
 }
 
-TEST(GlooChannel, WithoutSharingEveryChannelHasItsOwnContext) {
-  GlooOptions options = Options();
+TEST_P(GlooChannel, WithoutSharingEveryChannelHasItsOwnContext) {
+  GlooOptions options = Options(GetParam());
   options.share_group_contexts = false;
   OnRanks(2, options, [&](int, CollectiveBackend* backend) {
     std::vector<std::unique_ptr<Communicator>> comms = ConnectAll(backend, 2, {1, 2, 3});
@@ -216,26 +225,26 @@ TEST(GlooChannel, WithoutSharingEveryChannelHasItsOwnContext) {
   });
 }
 
-TEST(GlooChannel, ConcurrentChannelsOnASharedContextOnTwoRanks) {
-  ConcurrentChannels(2, 16, {3, 10, 17, 40}, /*contexts=*/1, /*fallbacks=*/0);
+TEST_P(GlooChannel, ConcurrentChannelsOnASharedContextOnTwoRanks) {
+  ConcurrentChannels(GetParam(), 2, 16, {3, 10, 17, 40}, /*contexts=*/1, /*fallbacks=*/0);
 }
 
-TEST(GlooChannel, ConcurrentChannelsOnASharedContextOnThreeRanks) {
-  ConcurrentChannels(3, 16, {3, 10, 17, 40}, /*contexts=*/1, /*fallbacks=*/0);
+TEST_P(GlooChannel, ConcurrentChannelsOnASharedContextOnThreeRanks) {
+  ConcurrentChannels(GetParam(), 3, 16, {3, 10, 17, 40}, /*contexts=*/1, /*fallbacks=*/0);
 }
 
-TEST(GlooChannel, CollidingTagSpacesFallBackToAContextOfTheirOwn) {
+TEST_P(GlooChannel, CollidingTagSpacesFallBackToAContextOfTheirOwn) {
   // 2 bits: channels 1, 5 and 9 all have tag space 1; member 0 gives it to whichever connects
   // first on member 0, the two others get contexts of their own on every member. They still run
   // concurrently with channel 2 (tag space 2, shared) and give correct results.
-  ConcurrentChannels(2, 2, {1, 5, 2, 9}, /*contexts=*/3, /*fallbacks=*/2);
-  ConcurrentChannels(3, 2, {1, 5, 2, 9}, /*contexts=*/3, /*fallbacks=*/2);
+  ConcurrentChannels(GetParam(), 2, 2, {1, 5, 2, 9}, /*contexts=*/3, /*fallbacks=*/2);
+  ConcurrentChannels(GetParam(), 3, 2, {1, 5, 2, 9}, /*contexts=*/3, /*fallbacks=*/2);
 }
 
-TEST(GlooChannel, TheFallbackIsTheSameChannelOnEveryMember) {
+TEST_P(GlooChannel, TheFallbackIsTheSameChannelOnEveryMember) {
   // Connected one after the other, in opposite orders on the two members: member 0 connects 1
   // first, so 1 shares and 5 falls back, on member 1 too.
-  OnRanks(2, Options(/*channel_bits=*/2), [&](int r, CollectiveBackend* backend) {
+  OnRanks(2, Options(GetParam(), /*channel_bits=*/2), [&](int r, CollectiveBackend* backend) {
     const std::vector<uint64_t> order = r == 0 ? std::vector<uint64_t>{1, 5} : std::vector<uint64_t>{5, 1};
     std::vector<std::unique_ptr<Communicator>> comms;
     for (uint64_t c : order) {
@@ -256,13 +265,13 @@ TEST(GlooChannel, TheFallbackIsTheSameChannelOnEveryMember) {
   });
 }
 
-TEST(GlooChannel, BadChannelsAreRefused) {
+TEST_P(GlooChannel, BadChannelsAreRefused) {
   InMemoryStore store;
-  GlooOptions options = Options(/*channel_bits=*/0);
+  GlooOptions options = Options(GetParam(), /*channel_bits=*/0);
   EXPECT_THAT(std::string(CreateGlooBackend(&store, 0, 1, options).status().message()), HasSubstr("channel_bits"));
   options.channel_bits = 25;
   EXPECT_FALSE(CreateGlooBackend(&store, 0, 1, options).ok());
-  auto backend = CreateGlooBackend(&store, 0, 2, Options());
+  auto backend = CreateGlooBackend(&store, 0, 2, Options(GetParam()));
   ASSERT_TRUE(backend.ok());
   auto stranger = (*backend)->ConnectChannel({1}, 3, "x");
   EXPECT_THAT(std::string(stranger.status().message()), HasSubstr("rank 0 is not in group [1] (channel 3"));
@@ -274,9 +283,9 @@ TEST(GlooChannel, BadChannelsAreRefused) {
   EXPECT_THAT(std::string(twice.status().message()), HasSubstr("channel 3 of group [0] is already connected"));
 }
 
-TEST(GlooChannel, AMissingMemberTimesOutNamingTheGroup) {
+TEST_P(GlooChannel, AMissingMemberTimesOutNamingTheGroup) {
   InMemoryStore store;
-  auto backend = CreateGlooBackend(&store, 1, 2, Options(16, /*timeout_ms=*/500));
+  auto backend = CreateGlooBackend(&store, 1, 2, Options(GetParam(), 16, /*timeout_ms=*/500));
   ASSERT_TRUE(backend.ok());
   const auto start = std::chrono::steady_clock::now();
   auto comm = (*backend)->ConnectChannel({0, 1}, 4, "lonely");  // member 0 never comes
@@ -285,9 +294,9 @@ TEST(GlooChannel, AMissingMemberTimesOutNamingTheGroup) {
   EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(10));
 }
 
-TEST(GlooChannel, APeerThatLeavesFailsEveryChannelOfTheSharedContext) {
+TEST_P(GlooChannel, APeerThatLeavesFailsEveryChannelOfTheSharedContext) {
   InMemoryStore store;
-  const GlooOptions options = Options(16, /*timeout_ms=*/1000);
+  const GlooOptions options = Options(GetParam(), 16, /*timeout_ms=*/1000);
   std::thread peer([&] {
     auto backend = CreateGlooBackend(&store, 1, 2, options);
     ASSERT_TRUE(backend.ok());

@@ -1,10 +1,15 @@
-// Garbage at gloo's ports (issue 13): what Debian's libgloo (0.0~git20220518) does with TCP
-// connections that are not from its peer, under our backend (gloo_collective.h).
+// Garbage at gloo's ports (issue 13): what happens to TCP connections that are not from a peer,
+// under our backend (gloo_collective.h).
 //
-// Found here (see comm/README.md): this gloo has no device-wide listener. Each pair (one per
-// peer of a communicator) listens on its own ephemeral port from the moment Connect creates it
-// until the first connection arrives, and takes that first connection as its peer, without any
-// check. So:
+// With our transport under gloo (GlooTransport::kOl, the default) every connection must open with
+// the job token's hello: garbage and even a well-formed gloo op are refused there, while the
+// group connects and after, and the group works
+// (OurTransportRefusesGarbageAndCraftedOpsAtTheHello).
+//
+// With gloo's own TCP transport (kGlooTcp), found here with Debian's libgloo (0.0~git20220518)
+// (see comm/README.md): this gloo has no device-wide listener. Each pair (one per peer of a
+// communicator) listens on its own ephemeral port from the moment Connect creates it until the
+// first connection arrives, and takes that first connection as its peer, without any check. So:
 //   - after Connect nothing of gloo listens: connections to the ports it used are refused by the
 //     kernel and the communicator keeps working (NothingListensOnceConnected);
 //   - garbage that wins the race while a group connects fails that Connect (Unavailable, naming
@@ -13,8 +18,8 @@
 //   - but a well-formed gloo op header asking to deliver into an unknown unbound-buffer slot
 //     makes gloo's own event-loop thread throw gloo::EnforceNotMet, which nothing can catch:
 //     the process aborts. The death test pins that limit so a gloo that fixes it is noticed.
-// The window is as short as we can make it: our Connect waits until every member has arrived
-// (through the authenticated rendezvous store) before gloo opens its ports.
+// There the window is as short as we can make it: our Connect waits until every member has
+// arrived (through the authenticated rendezvous store) before gloo opens its ports.
 #include <arpa/inet.h>
 #include <dirent.h>
 #include <netinet/in.h>
@@ -182,13 +187,14 @@ struct Outcome {
 
 // Two members (threads) connect through `store`; `between` runs once both Connects returned
 // (on rank 0's thread, the other waiting); then every connected member runs one all-reduce.
-std::vector<Outcome> RunPair(RendezvousStore* store, int64_t timeout_ms, const std::function<void()>& between = {}) {
+std::vector<Outcome> RunPair(RendezvousStore* store, const GlooOptions& options,
+                             const std::function<void()>& between = {}) {
   std::vector<Outcome> outcomes(2);
   Latch connected(2), resumed(2);
   std::vector<std::thread> threads;
   for (int r = 0; r < 2; ++r) {
     threads.emplace_back([&, r] {
-      auto backend = CreateGlooBackend(store, r, 2, GlooOptions{"127.0.0.1", timeout_ms});
+      auto backend = CreateGlooBackend(store, r, 2, options);
       ASSERT_TRUE(backend.ok()) << backend.status();
       absl::StatusOr<std::unique_ptr<Communicator>> comm = (*backend)->Connect({0, 1}, "garbage");
       outcomes[r].connect = comm.status();
@@ -202,6 +208,71 @@ std::vector<Outcome> RunPair(RendezvousStore* store, int64_t timeout_ms, const s
   return outcomes;
 }
 
+GlooOptions Options(GlooTransport transport, int64_t timeout_ms) {
+  GlooOptions options;
+  options.transport = transport;
+  options.timeout_ms = timeout_ms;
+  return options;
+}
+
+// Whether the other end closes `fd` (EOF or reset) within 5 s: a refused connection.
+bool ClosedByPeer(int fd) {
+  timeval timeout{5, 0};
+  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof(timeout));
+  char buffer[256];
+  while (true) {
+    const ssize_t n = read(fd, buffer, sizeof(buffer));
+    if (n == 0) return true;
+    if (n < 0) return errno == ECONNRESET;
+  }
+}
+
+// The crafted op that aborts a process under gloo's own TCP transport (the death test below).
+std::string CraftedGlooOp() { return OpHeader(48 + 16, 1, 12345, 0, 16) + std::string(16, 'x'); }
+
+// Our transport (the default): every port gloo's contexts use takes only connections that open
+// with the job token's hello. Every kind of garbage and the crafted op are sent to every port
+// while the group connects (before the peer dials) and again once it is connected: each is
+// refused (the connection closed on it) and the group connects and computes.
+TEST(GlooGarbage, OurTransportRefusesGarbageAndCraftedOpsAtTheHello) {
+  std::vector<Garbage> kinds = GarbageKinds();
+  kinds.push_back({"crafted gloo op into an unposted slot", CraftedGlooOp(), false});
+  const std::set<int> before = ListeningPorts();
+  std::set<int> hit;
+  std::vector<std::pair<std::string, int>> open_fds;  // (what, fd) of the connections left open
+  std::mutex mu;
+  auto spray = [&](const std::set<int>& ports) {
+    for (int port : ports) {
+      for (const Garbage& garbage : kinds) {
+        const int fd = SendRaw(port, garbage.bytes, garbage.close_after);
+        if (fd > 0) open_fds.emplace_back(garbage.name + " to port " + std::to_string(port), fd);
+      }
+    }
+  };
+  HookedStore store([&] {
+    std::lock_guard<std::mutex> lock(mu);
+    std::set<int> fresh;
+    for (int port : ListeningPorts()) {
+      if (before.count(port) == 0 && hit.insert(port).second) fresh.insert(port);
+    }
+    spray(fresh);
+  });
+  std::vector<Outcome> outcomes = RunPair(&store, Options(GlooTransport::kOl, 5000), [&] {
+    std::lock_guard<std::mutex> lock(mu);
+    spray(hit);  // the ports still listen: still only for the hello
+  });
+  EXPECT_FALSE(hit.empty()) << "the garbage reached no port";
+  for (int r = 0; r < 2; ++r) {
+    EXPECT_TRUE(outcomes[r].connect.ok()) << outcomes[r].connect;
+    EXPECT_TRUE(outcomes[r].first_call.ok()) << "rank " << r << ": " << outcomes[r].first_call;
+  }
+  for (const auto& [what, fd] : open_fds) {
+    EXPECT_TRUE(ClosedByPeer(fd)) << what << " was not refused";
+    close(fd);
+  }
+}
+
+// The rest is gloo's own TCP transport (GlooTransport::kGlooTcp), the option's documented limits.
 TEST(GlooGarbage, NothingListensOnceConnected) {
   const std::set<int> before = ListeningPorts();
   std::set<int> used;  // gloo's ports while connecting
@@ -212,7 +283,7 @@ TEST(GlooGarbage, NothingListensOnceConnected) {
       if (before.count(port) == 0) used.insert(port);
     }
   });
-  std::vector<Outcome> outcomes = RunPair(&store, 5000, [&] {
+  std::vector<Outcome> outcomes = RunPair(&store, Options(GlooTransport::kGlooTcp, 5000), [&] {
     std::set<int> now = ListeningPorts();
     for (int port : before) now.erase(port);
     EXPECT_TRUE(now.empty()) << "gloo still listens on " << now.size() << " port(s) after Connect";
@@ -246,7 +317,7 @@ TEST(GlooGarbage, GarbageWhileConnectingFailsTheGroupNotTheProcess) {
       }
     });
     const auto start = std::chrono::steady_clock::now();
-    std::vector<Outcome> outcomes = RunPair(&store, 1000);
+    std::vector<Outcome> outcomes = RunPair(&store, Options(GlooTransport::kGlooTcp, 1000));
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     EXPECT_FALSE(hit.empty()) << "the garbage reached no gloo port";
     EXPECT_LT(seconds, 5.0) << "a member waited past its timeouts";
@@ -286,9 +357,9 @@ TEST(GlooGarbageDeathTest, KnownGlooLimitACraftedOpWhileConnectingAbortsTheProce
           // One pair only (two aborting loop threads would garble the message): a
           // SEND_UNBOUND_BUFFER op (opcode 1) into a slot nobody posted, which gloo's loop thread
           // meets with GLOO_ENFORCE, i.e. a throw on a thread of its own.
-          fd = SendRaw(*ports.begin(), OpHeader(48 + 16, 1, 12345, 0, 16) + std::string(16, 'x'), false);
+          fd = SendRaw(*ports.begin(), CraftedGlooOp(), false);
         });
-        RunPair(&store, 2000);
+        RunPair(&store, Options(GlooTransport::kGlooTcp, 2000));
       },
       "EnforceNotMet");
 }
