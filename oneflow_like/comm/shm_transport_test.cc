@@ -1,0 +1,531 @@
+// The Transport contract (as tcp_transport_test checks it for TCP) over ShmTransport: ranks as
+// objects of one process (threads), and two real processes (fork) for the cross-process paths:
+// data both ways and a peer killed with SIGKILL.
+#include "oneflow_like/comm/shm_transport.h"
+
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <condition_variable>
+#include <cstring>
+#include <future>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "oneflow_like/comm/shm_ring.h"
+#include "oneflow_like/comm/tcp_hello.h"
+#include "oneflow_like/comm/unix_socket.h"
+
+namespace oneflow_like {
+namespace comm {
+namespace {
+
+using ::testing::HasSubstr;
+constexpr char kToken[] = "test-job-token";
+constexpr auto kHangGuard = std::chrono::seconds(30);  // generous: only catches hangs
+constexpr uint64_t kSmallRing = uint64_t{1} << 20;     // 1 MiB: large messages span records and wrap
+
+struct Inbox {
+  std::mutex mu;
+  std::condition_variable changed;
+  std::vector<std::pair<int, std::string>> messages;  // (from, payload)
+  Transport::Receiver Receiver() {
+    return [this](Rank from, absl::string_view payload) {
+      std::lock_guard<std::mutex> lock(mu);
+      messages.emplace_back(from.value(), std::string(payload));
+      changed.notify_all();
+    };
+  }
+  bool WaitFor(size_t count) {
+    std::unique_lock<std::mutex> lock(mu);
+    return changed.wait_for(lock, kHangGuard, [&] { return messages.size() >= count; });
+  }
+};
+
+struct Errors {
+  std::mutex mu;
+  std::condition_variable changed;
+  std::vector<absl::Status> statuses;
+  std::function<void(const absl::Status&)> Handler() {
+    return [this](const absl::Status& status) {
+      std::lock_guard<std::mutex> lock(mu);
+      statuses.push_back(status);
+      changed.notify_all();
+    };
+  }
+  absl::Status WaitForFirst() {
+    std::unique_lock<std::mutex> lock(mu);
+    if (!changed.wait_for(lock, kHangGuard, [&] { return !statuses.empty(); })) return absl::OkStatus();
+    return statuses.front();
+  }
+};
+
+ShmTransportOptions Options(int32_t rank, int32_t world_size, uint64_t ring_bytes = kSmallRing) {
+  ShmTransportOptions options;
+  options.rank = rank;
+  options.world_size = world_size;
+  for (int32_t r = 0; r < world_size; ++r) {
+    if (r != rank) options.peers.push_back(r);
+  }
+  options.job_token = kToken;
+  options.ring_bytes = ring_bytes;
+  options.connect_timeout_ms = 20000;
+  return options;
+}
+
+std::vector<std::unique_ptr<ShmTransport>> ListenAll(int32_t world_size, uint64_t ring_bytes = kSmallRing) {
+  std::vector<std::unique_ptr<ShmTransport>> world;
+  for (int32_t r = 0; r < world_size; ++r) {
+    absl::StatusOr<std::unique_ptr<ShmTransport>> transport = ShmTransport::Listen(Options(r, world_size, ring_bytes));
+    EXPECT_TRUE(transport.ok()) << transport.status();
+    if (transport.ok()) world.push_back(std::move(*transport));
+  }
+  return world;
+}
+
+void ConnectAll(const std::vector<std::unique_ptr<ShmTransport>>& world) {
+  std::vector<std::string> endpoints;
+  for (const auto& t : world) endpoints.push_back(t->endpoint());
+  std::vector<std::future<absl::Status>> results;
+  for (const auto& t : world) {
+    results.push_back(std::async(std::launch::async, [&t, endpoints] { return t->Connect(endpoints); }));
+  }
+  for (auto& result : results) {
+    const absl::Status status = result.get();
+    EXPECT_TRUE(status.ok()) << status;
+  }
+}
+
+std::string Pattern(int from, int to, int index, size_t size) {
+  std::string bytes(size, '\0');
+  uint64_t x = 0x9E3779B97F4A7C15ull * static_cast<uint64_t>(from * 1000003 + to * 1009 + index + 1);
+  for (size_t i = 0; i < size; ++i) {
+    x ^= x << 13;
+    x ^= x >> 7;
+    x ^= x << 17;
+    bytes[i] = static_cast<char>(x);
+  }
+  return bytes;
+}
+
+size_t MessageSize(int index) {
+  const size_t sizes[] = {0, 1, 100, 0, 70000, 5 * 1024 * 1024 + 3, 40, 262080};
+  return sizes[index % 8];
+}
+
+TEST(ShmTransportTest, TwoRanksDeliverInOrderIncludingLargeAndEmptyPayloads) {
+  Inbox inbox[2];  // declared first: outlives the transports that call it
+  auto world = ListenAll(2);
+  ASSERT_EQ(world.size(), 2u);
+  for (int r = 0; r < 2; ++r) world[r]->SetReceiver(inbox[r].Receiver());
+  ConnectAll(world);
+  constexpr int kMessages = 24;
+  for (int i = 0; i < kMessages; ++i) {
+    for (int r = 0; r < 2; ++r) ASSERT_TRUE(world[r]->Send(Rank(1 - r), Pattern(r, 1 - r, i, MessageSize(i))).ok());
+  }
+  int64_t payload_bytes = 0;
+  for (int i = 0; i < kMessages; ++i) payload_bytes += static_cast<int64_t>(MessageSize(i));
+  for (int r = 0; r < 2; ++r) {
+    ASSERT_TRUE(inbox[r].WaitFor(kMessages));
+    ASSERT_EQ(inbox[r].messages.size(), static_cast<size_t>(kMessages));
+    for (int i = 0; i < kMessages; ++i) {
+      EXPECT_EQ(inbox[r].messages[i].first, 1 - r);
+      EXPECT_TRUE(inbox[r].messages[i].second == Pattern(1 - r, r, i, MessageSize(i))) << "message " << i;
+    }
+    EXPECT_EQ(world[r]->bytes_received(), payload_bytes);
+  }
+}
+
+TEST(ShmTransportTest, FourRanksAllToAllKeepPerEdgeOrder) {
+  Inbox inbox[4];
+  auto world = ListenAll(4);
+  ASSERT_EQ(world.size(), 4u);
+  for (int r = 0; r < 4; ++r) world[r]->SetReceiver(inbox[r].Receiver());
+  ConnectAll(world);
+  constexpr int kMessages = 40;  // per edge, self edges included
+  auto size_of = [](int i) -> size_t { return i == 7 ? 3 * 1024 * 1024 : (i % 5 == 0 ? 0 : 16 + i); };
+  std::vector<std::thread> senders;
+  for (int r = 0; r < 4; ++r) {
+    senders.emplace_back([&world, &size_of, r] {
+      for (int i = 0; i < kMessages; ++i) {
+        for (int to = 0; to < 4; ++to) ASSERT_TRUE(world[r]->Send(Rank(to), Pattern(r, to, i, size_of(i))).ok());
+      }
+    });
+  }
+  for (std::thread& t : senders) t.join();
+  for (int r = 0; r < 4; ++r) {
+    ASSERT_TRUE(inbox[r].WaitFor(4 * kMessages));
+    std::vector<int> next(4, 0);
+    for (const auto& [from, payload] : inbox[r].messages) {
+      const int i = next[from]++;
+      EXPECT_TRUE(payload == Pattern(from, r, i, size_of(i))) << "edge " << from << " -> " << r << " message " << i;
+    }
+    EXPECT_EQ(next, std::vector<int>(4, kMessages)) << "rank " << r;
+  }
+}
+
+TEST(ShmTransportTest, SimultaneousLargeSendsInBothDirectionsDoNotDeadlock) {
+  Inbox inbox[2];
+  auto world = ListenAll(2);
+  ASSERT_EQ(world.size(), 2u);
+  for (int r = 0; r < 2; ++r) world[r]->SetReceiver(inbox[r].Receiver());
+  ConnectAll(world);
+  constexpr int kMessages = 6;
+  constexpr size_t kSize = 12 * 1024 * 1024;  // twelve times the ring
+  std::vector<std::thread> senders;
+  for (int r = 0; r < 2; ++r) {
+    senders.emplace_back([&world, r] {
+      for (int i = 0; i < kMessages; ++i) ASSERT_TRUE(world[r]->Send(Rank(1 - r), Pattern(r, 1 - r, i, kSize)).ok());
+    });
+  }
+  for (std::thread& t : senders) t.join();
+  for (int r = 0; r < 2; ++r) {
+    ASSERT_TRUE(inbox[r].WaitFor(kMessages)) << "rank " << r << " stalled";
+    for (int i = 0; i < kMessages; ++i) EXPECT_TRUE(inbox[r].messages[i].second == Pattern(1 - r, r, i, kSize));
+  }
+}
+
+// 200,000 small messages each way at once: every wake-up race between a sleeping reader and a
+// publishing writer would show as a stall (the hang guard) or a loss.
+TEST(ShmTransportTest, ManySmallMessagesBothWays) {
+  Inbox inbox[2];
+  auto world = ListenAll(2, kShmMinCapacity);
+  ASSERT_EQ(world.size(), 2u);
+  for (int r = 0; r < 2; ++r) world[r]->SetReceiver(inbox[r].Receiver());
+  ConnectAll(world);
+  constexpr int kMessages = 200000;
+  std::vector<std::thread> senders;
+  for (int r = 0; r < 2; ++r) {
+    senders.emplace_back([&world, r] {
+      for (int i = 0; i < kMessages; ++i) {
+        const std::string payload = std::to_string(i);
+        ASSERT_TRUE((i % 2 ? world[r]->Send(Rank(1 - r), payload) : world[r]->SendOwned(Rank(1 - r), payload)).ok());
+      }
+    });
+  }
+  for (std::thread& t : senders) t.join();
+  for (int r = 0; r < 2; ++r) {
+    ASSERT_TRUE(inbox[r].WaitFor(kMessages)) << "rank " << r << " stalled at " << inbox[r].messages.size();
+    std::lock_guard<std::mutex> lock(inbox[r].mu);
+    for (int i = 0; i < kMessages; ++i) ASSERT_EQ(inbox[r].messages[i].second, std::to_string(i));
+  }
+}
+
+// SendOwned never waits, even with no receiver and far more than the ring holds; Send and
+// SendOwned interleaved keep their order.
+TEST(ShmTransportTest, SendOwnedInterleavedWithSendKeepsOrderAndNeverWaits) {
+  Inbox inbox[2];
+  auto world = ListenAll(2);
+  ASSERT_EQ(world.size(), 2u);
+  ConnectAll(world);
+  constexpr int kMessages = 12;
+  auto size_of = [](int i) -> size_t { return i % 3 == 0 ? 6 * 1024 * 1024 : (i % 3 == 1 ? 0 : 100 + i); };
+  for (int i = 0; i < kMessages; ++i) {
+    for (int r = 0; r < 2; ++r) ASSERT_TRUE(world[r]->SendOwned(Rank(1 - r), Pattern(r, 1 - r, i, size_of(i))).ok());
+  }
+  for (int r = 0; r < 2; ++r) world[r]->SetReceiver(inbox[r].Receiver());
+  std::vector<std::thread> senders;
+  for (int r = 0; r < 2; ++r) {
+    senders.emplace_back([&world, &size_of, r] {
+      for (int i = kMessages; i < 2 * kMessages; ++i) {
+        const std::string payload = Pattern(r, 1 - r, i, size_of(i));
+        ASSERT_TRUE((i % 2 ? world[r]->Send(Rank(1 - r), payload) : world[r]->SendOwned(Rank(1 - r), payload)).ok());
+      }
+    });
+  }
+  for (std::thread& t : senders) t.join();
+  for (int r = 0; r < 2; ++r) {
+    ASSERT_TRUE(inbox[r].WaitFor(2 * kMessages)) << "rank " << r << " stalled";
+    for (int i = 0; i < 2 * kMessages; ++i) {
+      EXPECT_TRUE(inbox[r].messages[i].second == Pattern(1 - r, r, i, size_of(i))) << "rank " << r << " message " << i;
+    }
+  }
+  EXPECT_EQ(world[0]->SendOwned(Rank(7), "x").code(), absl::StatusCode::kInvalidArgument);
+}
+
+// SendRegistered queues a view of the caller's memory when the ring is full; UnregisterMemory
+// copies what is still queued, so the memory may change and the peer gets the bytes as sent.
+TEST(ShmTransportTest, SendRegisteredAndUnregisterDetachesQueuedBytes) {
+  Inbox inbox[2];
+  auto world = ListenAll(2);
+  ASSERT_EQ(world.size(), 2u);
+  ConnectAll(world);  // no receiver on rank 1 yet: the ring fills, the rest is queued
+  std::string registers = Pattern(0, 1, 0, 16 << 20);
+  const std::string original = registers;
+  ASSERT_TRUE(world[0]->RegisterMemory(registers.data(), registers.size()).ok());
+  ASSERT_TRUE(world[0]->SendRegistered(Rank(1), "prefix-1:", absl::string_view(registers).substr(0, 100)).ok());
+  ASSERT_TRUE(world[0]->SendRegistered(Rank(1), "prefix-2:", registers).ok());
+  ASSERT_TRUE(world[0]->SendRegistered(Rank(1), "", absl::string_view(registers).substr(5, 0)).ok());
+  world[0]->UnregisterMemory(registers.data(), registers.size());
+  std::fill(registers.begin(), registers.end(), 'X');
+  world[1]->SetReceiver(inbox[1].Receiver());
+  ASSERT_TRUE(inbox[1].WaitFor(3));
+  EXPECT_TRUE(inbox[1].messages[0].second == "prefix-1:" + original.substr(0, 100));
+  EXPECT_TRUE(inbox[1].messages[1].second == "prefix-2:" + original);
+  EXPECT_EQ(inbox[1].messages[2].second, "");
+  EXPECT_EQ(world[0]->SendRegistered(Rank(9), "x", "y").code(), absl::StatusCode::kInvalidArgument);
+}
+
+TEST(ShmTransportTest, SelfSendAndMessagesBeforeTheReceiverAreDeliveredInOrder) {
+  Inbox inbox[2];
+  auto world = ListenAll(2);
+  ASSERT_EQ(world.size(), 2u);
+  ASSERT_TRUE(world[0]->Send(Rank(0), "self-before-connect").ok());
+  ASSERT_TRUE(world[1]->Send(Rank(0), "queued-before-connect").ok());
+  ConnectAll(world);
+  for (int i = 0; i < 5; ++i) {
+    ASSERT_TRUE(world[0]->Send(Rank(0), "self-" + std::to_string(i)).ok());
+    ASSERT_TRUE(world[1]->Send(Rank(0), "peer-" + std::to_string(i)).ok());
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  world[0]->SetReceiver(inbox[0].Receiver());
+  ASSERT_TRUE(inbox[0].WaitFor(12));
+  std::vector<std::string> self, peer;
+  for (const auto& [from, payload] : inbox[0].messages) (from == 0 ? self : peer).push_back(payload);
+  EXPECT_EQ(self, (std::vector<std::string>{"self-before-connect", "self-0", "self-1", "self-2", "self-3", "self-4"}));
+  EXPECT_EQ(peer, (std::vector<std::string>{"queued-before-connect", "peer-0", "peer-1", "peer-2", "peer-3", "peer-4"}));
+}
+
+// A corrupted record header in rank 0 -> rank 1's ring: rank 1's handler gets DataLoss naming
+// rank 0; nothing is delivered from the bad record; sends on the edge fail afterwards.
+TEST(ShmTransportTest, CorruptRingHeaderIsDataLossNamingThePeer) {
+  Inbox inbox[2];
+  Errors errors[2];
+  auto world = ListenAll(2);
+  ASSERT_EQ(world.size(), 2u);
+  for (int r = 0; r < 2; ++r) world[r]->SetErrorHandler(errors[r].Handler());
+  ConnectAll(world);
+  ASSERT_TRUE(world[0]->Send(Rank(1), "good").ok());
+  ASSERT_TRUE(world[0]->Send(Rank(1), std::string(1000, 'b')).ok());
+  size_t bytes = 0;
+  char* ring = world[1]->IncomingRingForTesting(Rank(0), &bytes);
+  ASSERT_NE(ring, nullptr);
+  ASSERT_EQ(bytes, kShmControlBytes + kSmallRing);
+  // The second record starts at 128 (64-byte header + 4 bytes, padded); its length field is at
+  // +24: an absurd length (the header checksum catches it first).
+  uint64_t huge = uint64_t{1} << 40;
+  std::memcpy(ring + kShmControlBytes + 128 + 24, &huge, sizeof(huge));
+  world[1]->SetReceiver(inbox[1].Receiver());
+  const absl::Status status = errors[1].WaitForFirst();
+  EXPECT_EQ(status.code(), absl::StatusCode::kDataLoss) << status;
+  EXPECT_THAT(std::string(status.message()), HasSubstr("shm transport rank 1: from rank 0"));
+  EXPECT_THAT(std::string(status.message()), HasSubstr("record 1 at offset 128"));
+  ASSERT_TRUE(inbox[1].WaitFor(1));
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  EXPECT_EQ(inbox[1].messages.size(), 1u);
+  EXPECT_EQ(inbox[1].messages[0].second, "good");
+  // A head counter beyond the ring on the other edge: DataLoss as well, naming rank 1.
+  char* other = world[0]->IncomingRingForTesting(Rank(1), &bytes);
+  uint64_t head = uint64_t{1} << 50;
+  std::memcpy(other + 64, &head, sizeof(head));
+  world[0]->SetReceiver([](Rank, absl::string_view) {});
+  ASSERT_TRUE(world[1]->Send(Rank(0), "wake").ok() || true);
+  const absl::Status head_status = errors[0].WaitForFirst();
+  EXPECT_EQ(head_status.code(), absl::StatusCode::kDataLoss) << head_status;
+  EXPECT_THAT(std::string(head_status.message()), HasSubstr("from rank 1"));
+}
+
+TEST(ShmTransportTest, DestroyedPeerFiresTheErrorHandlerOnceWithUnavailable) {
+  Errors errors;
+  auto world = ListenAll(2);
+  ASSERT_EQ(world.size(), 2u);
+  world[0]->SetErrorHandler(errors.Handler());
+  world[0]->SetReceiver([](Rank, absl::string_view) {});
+  ConnectAll(world);
+  world[1].reset();
+  const absl::Status status = errors.WaitForFirst();
+  EXPECT_EQ(status.code(), absl::StatusCode::kUnavailable) << status;
+  EXPECT_THAT(std::string(status.message()), HasSubstr("rank 1 closed its shared-memory link"));
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  EXPECT_EQ(errors.statuses.size(), 1u);
+  // Sends to it fail; while the ring had room they land there, so keep sending until one fails.
+  absl::Status sent;
+  for (int i = 0; i < 10000 && sent.ok(); ++i) sent = world[0]->Send(Rank(1), std::string(4096, 'x'));
+  EXPECT_EQ(sent.code(), absl::StatusCode::kUnavailable) << sent;
+}
+
+TEST(ShmTransportTest, StrangersAndWrongTokensAreRefusedAndTheJobConnects) {
+  Inbox inbox[2];
+  auto world = ListenAll(2);
+  ASSERT_EQ(world.size(), 2u);
+  const std::string path = world[1]->endpoint();
+  const absl::Time deadline = absl::Now() + absl::Seconds(10);
+  // Before rank 0 dials: a wrong token, garbage, and a hello claiming a higher rank.
+  absl::StatusOr<ScopedFd> wrong = DialUnix(path, deadline);
+  ASSERT_TRUE(wrong.ok());
+  ASSERT_TRUE(SendMessageWithFds(wrong->get(), EncodeHello({2, 0, "wrong-token"}), {}, deadline, "test").ok());
+  absl::StatusOr<ScopedFd> garbage = DialUnix(path, deadline);
+  ASSERT_TRUE(SendMessageWithFds(garbage->get(), "GET / HTTP/1.1", {}, deadline, "test").ok());
+  absl::StatusOr<ScopedFd> higher = DialUnix(path, deadline);
+  ASSERT_TRUE(SendMessageWithFds(higher->get(), EncodeHello({2, 1, kToken}), {}, deadline, "test").ok());
+  for (int r = 0; r < 2; ++r) world[r]->SetReceiver(inbox[r].Receiver());
+  ConnectAll(world);
+  EXPECT_EQ(world[1]->refused_connections(), 3);
+  // The refused connections got no descriptors: they read EOF.
+  absl::StatusOr<UnixMessage> answer = ReceiveMessageWithFds(wrong->get(), 4096, deadline, "rank 1");
+  EXPECT_FALSE(answer.ok());
+  ASSERT_TRUE(world[0]->Send(Rank(1), "after").ok());
+  ASSERT_TRUE(inbox[1].WaitFor(1));
+  EXPECT_EQ(inbox[1].messages[0].second, "after");
+  EXPECT_TRUE(world[1]->endpoint().empty());  // the socket file is gone after Connect
+}
+
+TEST(ShmTransportTest, ConnectTimeoutNamesTheMissingRanks) {
+  auto world = ListenAll(3);
+  ASSERT_EQ(world.size(), 3u);
+  ShmTransportOptions options = Options(2, 3);
+  options.connect_timeout_ms = 300;
+  auto lonely = ShmTransport::Listen(options);
+  ASSERT_TRUE(lonely.ok());
+  std::vector<std::string> endpoints = {world[0]->endpoint(), world[1]->endpoint(), (*lonely)->endpoint()};
+  const absl::Status status = (*lonely)->Connect(endpoints);
+  EXPECT_EQ(status.code(), absl::StatusCode::kDeadlineExceeded) << status;
+  EXPECT_THAT(std::string(status.message()), HasSubstr("no shared-memory link from rank(s) 0, 1"));
+}
+
+TEST(ShmTransportTest, BadArgumentsAreClearErrors) {
+  ShmTransportOptions options = Options(0, 2);
+  options.ring_bytes = 1000;
+  EXPECT_THAT(std::string(ShmTransport::Listen(options).status().message()), HasSubstr("capacity 1000"));
+  options = Options(0, 2);
+  options.peers = {0};
+  EXPECT_EQ(ShmTransport::Listen(options).status().code(), absl::StatusCode::kInvalidArgument);
+  options = Options(0, 2);
+  options.job_token.clear();
+  EXPECT_THAT(std::string(ShmTransport::Listen(options).status().message()), HasSubstr("job_token"));
+  options = Options(3, 2);
+  EXPECT_EQ(ShmTransport::Listen(options).status().code(), absl::StatusCode::kInvalidArgument);
+  options = Options(0, 3);
+  options.peers = {1};  // rank 2 is elsewhere
+  auto transport = ShmTransport::Listen(options);
+  ASSERT_TRUE(transport.ok());
+  EXPECT_TRUE((*transport)->Serves(Rank(0)));
+  EXPECT_TRUE((*transport)->Serves(Rank(1)));
+  EXPECT_FALSE((*transport)->Serves(Rank(2)));
+  EXPECT_THAT(std::string((*transport)->Send(Rank(2), "x").message()), HasSubstr("rank 2 is not on this node"));
+}
+
+// ---- Two processes ----
+
+// Runs `body` in a child process; returns its pid. The child exits 0 if body returns true.
+template <typename Body>
+pid_t Fork(Body body) {
+  const pid_t pid = fork();
+  if (pid == 0) _exit(body() ? 0 : 1);
+  return pid;
+}
+
+int ExitCode(pid_t pid) {
+  int status = 0;
+  if (waitpid(pid, &status, 0) != pid) return -1;
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+std::string ReadLine(int fd) {
+  std::string line;
+  char c;
+  while (read(fd, &c, 1) == 1 && c != '\n') line.push_back(c);
+  return line;
+}
+
+// The child is rank 1: it listens, tells the parent its endpoint through a pipe, connects, and
+// echoes each message back reversed; "die" makes it SIGKILL itself.
+pid_t StartEchoChild(int to_parent, int from_parent) {
+  return Fork([to_parent, from_parent] {
+    auto transport = ShmTransport::Listen(Options(1, 2));
+    if (!transport.ok()) return false;
+    ShmTransport* t = transport->get();
+    const std::string line = t->endpoint() + "\n";
+    if (write(to_parent, line.data(), line.size()) != static_cast<ssize_t>(line.size())) return false;
+    const std::string parent = ReadLine(from_parent);
+    std::mutex mu;
+    std::condition_variable cv;
+    int done = 0;
+    t->SetReceiver([&](Rank from, absl::string_view payload) {
+      if (payload == "die") kill(getpid(), SIGKILL);
+      if (payload == "bye") {
+        std::lock_guard<std::mutex> lock(mu);
+        done = 1;
+        cv.notify_all();
+        return;
+      }
+      std::string reversed(payload.rbegin(), payload.rend());
+      if (!t->SendOwned(from, std::move(reversed)).ok()) _exit(3);
+    });
+    if (!t->Connect({parent, ""}).ok()) return false;
+    std::unique_lock<std::mutex> lock(mu);
+    return cv.wait_for(lock, kHangGuard, [&] { return done == 1; });
+  });
+}
+
+TEST(ShmTransportProcessTest, TwoProcessesExchangeDataAndAKilledPeerIsNamed) {
+  int up[2], down[2];
+  ASSERT_EQ(pipe(up), 0);
+  ASSERT_EQ(pipe(down), 0);
+  const pid_t child = StartEchoChild(up[1], down[0]);
+  ASSERT_GT(child, 0);
+  Inbox inbox;
+  Errors errors;
+  {
+    auto transport = ShmTransport::Listen(Options(0, 2));
+    ASSERT_TRUE(transport.ok());
+    ShmTransport* t = transport->get();
+    t->SetReceiver(inbox.Receiver());
+    t->SetErrorHandler(errors.Handler());
+    const std::string child_endpoint = ReadLine(up[0]);
+    const std::string line = t->endpoint() + "\n";
+    ASSERT_EQ(write(down[1], line.data(), line.size()), static_cast<ssize_t>(line.size()));
+    ASSERT_TRUE(t->Connect({"", child_endpoint}).ok());
+    constexpr int kMessages = 20;
+    for (int i = 0; i < kMessages; ++i) {
+      ASSERT_TRUE(t->Send(Rank(1), Pattern(0, 1, i, MessageSize(i))).ok());
+    }
+    ASSERT_TRUE(inbox.WaitFor(kMessages));
+    for (int i = 0; i < kMessages; ++i) {
+      const std::string sent = Pattern(0, 1, i, MessageSize(i));
+      EXPECT_TRUE(inbox.messages[i].second == std::string(sent.rbegin(), sent.rend())) << "message " << i;
+    }
+    // The peer dies without a word: the error names it, and nothing spins or hangs.
+    ASSERT_TRUE(t->Send(Rank(1), "die").ok());
+    const absl::Status status = errors.WaitForFirst();
+    EXPECT_EQ(status.code(), absl::StatusCode::kUnavailable) << status;
+    EXPECT_THAT(std::string(status.message()), HasSubstr("rank 1 closed its shared-memory link"));
+  }
+  EXPECT_EQ(ExitCode(child), 128 + SIGKILL);
+}
+
+TEST(ShmTransportProcessTest, TwoProcessesFinishCleanly) {
+  int up[2], down[2];
+  ASSERT_EQ(pipe(up), 0);
+  ASSERT_EQ(pipe(down), 0);
+  const pid_t child = StartEchoChild(up[1], down[0]);
+  Inbox inbox;
+  auto transport = ShmTransport::Listen(Options(0, 2, kShmMinCapacity));
+  ASSERT_TRUE(transport.ok());
+  ShmTransport* t = transport->get();
+  t->SetReceiver(inbox.Receiver());
+  const std::string child_endpoint = ReadLine(up[0]);
+  const std::string line = t->endpoint() + "\n";
+  ASSERT_EQ(write(down[1], line.data(), line.size()), static_cast<ssize_t>(line.size()));
+  ASSERT_TRUE(t->Connect({"", child_endpoint}).ok());
+  constexpr int kMessages = 2000;  // far more than the 64 KiB ring holds
+  for (int i = 0; i < kMessages; ++i) ASSERT_TRUE(t->SendOwned(Rank(1), Pattern(0, 1, i, 1000 + i % 77)).ok());
+  ASSERT_TRUE(inbox.WaitFor(kMessages));
+  for (int i = 0; i < kMessages; ++i) {
+    const std::string sent = Pattern(0, 1, i, 1000 + i % 77);
+    ASSERT_TRUE(inbox.messages[i].second == std::string(sent.rbegin(), sent.rend())) << "message " << i;
+  }
+  ASSERT_TRUE(t->Send(Rank(1), "bye").ok());
+  EXPECT_EQ(ExitCode(child), 0);
+}
+
+}  // namespace
+}  // namespace comm
+}  // namespace oneflow_like
