@@ -166,21 +166,44 @@ absl::Status Actor::RunBody(ActBody* body) {
   return absl::OkStatus();
 }
 
-void Actor::SendOutputs() {
+void Actor::SetStreamOrdered(const std::vector<bool>& early_inputs, const std::vector<bool>& ordered_outputs,
+                             const std::vector<std::vector<bool>>& early_consumers) {
+  stream_ordered_ = true;
+  for (size_t i = 0; i < spec_.inputs.size(); ++i) spec_.inputs[i].return_early = early_inputs[i];
+  for (size_t p = 0; p < spec_.outputs.size(); ++p) {
+    spec_.outputs[p].stream_ordered = ordered_outputs[p];
+    spec_.outputs[p].early_consumers = early_consumers[p];
+  }
+}
+
+// A stream-ordered output takes its buffer (and tells the byte sharers) when the act is
+// enqueued; every other output at finish. Consumers flagged early hear at enqueue, the rest
+// (other streams, the host, remote ranks) at finish.
+void Actor::SendOutputs(HandOff part) {
   for (int32_t p = 0; p < static_cast<int32_t>(spec_.outputs.size()); ++p) {
     OutputPort& out = spec_.outputs[p];
-    const int32_t buffer = out.free.front();
-    out.free.pop_front();
-    out.holders[buffer] = static_cast<int32_t>(out.local_consumers.size() + out.remote_consumers.size());
-    if (out.holders[buffer] == 0) out.free.push_back(buffer);  // nobody reads it: free at once
-    if (out.use != nullptr) {
-      if (out.holders[buffer] > 0) out.use->live.fetch_add(1);
-      out.use->writes.fetch_add(1);
-      WakeConflicts(out);
+    const bool take = part == HandOff::kAll || (part == HandOff::kEnqueued) == out.stream_ordered;
+    if (part == HandOff::kEnqueued && !out.stream_ordered) continue;
+    int32_t buffer = out.pending_buffer;
+    if (take) {
+      buffer = out.free.front();
+      out.free.pop_front();
+      out.holders[buffer] = static_cast<int32_t>(out.local_consumers.size() + out.remote_consumers.size());
+      if (out.holders[buffer] == 0) out.free.push_back(buffer);  // nobody reads it: free at once
+      if (out.use != nullptr) {
+        if (out.holders[buffer] > 0) out.use->live.fetch_add(1);
+        out.use->writes.fetch_add(1);
+        WakeConflicts(out);
+      }
+      out.pending_buffer = buffer;
     }
-    for (const LocalEndpoint& c : out.local_consumers) {
+    for (size_t k = 0; k < out.local_consumers.size(); ++k) {
+      const bool early = part != HandOff::kAll && out.stream_ordered && out.early_consumers[k];
+      if (part != HandOff::kAll && early != (part == HandOff::kEnqueued)) continue;
+      const LocalEndpoint& c = out.local_consumers[k];
       host_->Post(ActorMessage{MessageKind::kRegisterReady, c.actor, c.port, buffer, 0});
     }
+    if (part == HandOff::kEnqueued) continue;
     for (const RemoteEndpoint& c : out.remote_consumers) {
       // The slots are packed straight into the wire bytes (one copy); they stay untouched until
       // the consumer returns the buffer.
@@ -191,8 +214,9 @@ void Actor::SendOutputs() {
   }
 }
 
-void Actor::ReturnInputs() {
+void Actor::ReturnInputs(HandOff part) {
   for (InputPort& in : spec_.inputs) {
+    if (part != HandOff::kAll && in.return_early != (part == HandOff::kEnqueued)) continue;
     const int32_t buffer = in.ready.front();
     in.ready.pop_front();
     if (in.mirror != nullptr) {
@@ -319,6 +343,11 @@ void Actor::StartAsync() {
     }
     host_->PostFromAnyThread(ActorMessage{MessageKind::kActFinished, spec_.id, 0, 0, 0});
   });
+  if (stream_ordered_ && spec_.rule == FiringRule::kAllInputs) {
+    // The act is queued on the stream: its stream's later work runs after it anyway.
+    SendOutputs(HandOff::kEnqueued);
+    ReturnInputs(HandOff::kEnqueued);
+  }
 }
 
 void Actor::FinishAsync() {
@@ -358,10 +387,12 @@ void Actor::FinishAsync() {
         ReturnInputs();
       }
       return;
-    default:
+    default: {
+      const HandOff rest = stream_ordered_ ? HandOff::kFinished : HandOff::kAll;
       Acted(false);
-      SendOutputs();
-      ReturnInputs();
+      SendOutputs(rest);
+      ReturnInputs(rest);
+    }
   }
 }
 

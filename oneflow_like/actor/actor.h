@@ -60,6 +60,10 @@ struct InputPort {
   LocalEndpoint producer;            // where returns go, unless `mirror` is set
   MirrorRegister* mirror = nullptr;  // the register is produced on another rank
   bool back_edge = false;            // a variable holder's update input (ignored by end of data)
+  // Stream-ordered hand-off (SetStreamOrdered): returned as soon as this actor's act is
+  // enqueued on its device stream, which is also the producer's (its later writes queue behind
+  // this act's reads), instead of when the act finished.
+  bool return_early = false;
   std::string producer_description;  // for wait reports: "'x.source' (task 1) on rank 0"
   // Mutable state.
   std::deque<int32_t> ready;
@@ -97,6 +101,12 @@ struct OutputPort {
   // place (inplace_updates.h): woken when only that writer still holds the buffer.
   bool has_inplace_writer = false;
   ActorId inplace_writer;
+  // Stream-ordered hand-offs (SetStreamOrdered): the buffer is taken and the consumers flagged
+  // in `early_consumers` (parallel to local_consumers: on this actor's device stream) get it
+  // when the act is enqueued; the others when it finished. False: everything at finish.
+  bool stream_ordered = false;
+  std::vector<bool> early_consumers;
+  int32_t pending_buffer = -1;  // taken at enqueue, announced to the others at finish
 };
 
 // Which slot of which port a body input/output is.
@@ -182,6 +192,13 @@ class Actor {
     spec_.outputs[port].inplace_writer = writer;
   }
   const OutputPort& output(int32_t port) const { return spec_.outputs[port]; }
+  // Stream-ordered hand-offs between device actors of one stream (the runtime decides which
+  // edges qualify: runtime_build.cc). REQUIRES: rule kAllInputs with an asynchronous body;
+  // sizes match the inputs, outputs and each output's local consumers; an early consumer
+  // only on a stream_ordered output.
+  void SetStreamOrdered(const std::vector<bool>& early_inputs, const std::vector<bool>& ordered_outputs,
+                        const std::vector<std::vector<bool>>& early_consumers);
+  bool has_async_body() const { return body_->IsAsync(); }
 
   const ActorSpec& spec() const { return spec_; }
   ActorState state() const { return state_; }
@@ -197,8 +214,11 @@ class Actor {
   // Views of the front ready input and free output buffers, in the body's payload order.
   ActIo FrontIo() const;
   absl::Status RunBody(ActBody* body);
-  void SendOutputs();
-  void ReturnInputs();
+  // kAll: the whole hand-off at once (synchronous acts, and asynchronous ones at finish);
+  // kEnqueued / kFinished: the stream-ordered part when the act is enqueued, the rest at finish.
+  enum class HandOff { kAll, kEnqueued, kFinished };
+  void SendOutputs(HandOff part = HandOff::kAll);
+  void ReturnInputs(HandOff part = HandOff::kAll);
   void Acted(bool step_event);
   void Fail(const absl::Status& status);
   bool TryFinishDrain();
@@ -226,6 +246,7 @@ class Actor {
   // An asynchronous act (ActBody::IsAsync) is running: no firing until it finished; its status
   // arrives from the body's thread (kActFinished).
   bool in_flight_ = false;
+  bool stream_ordered_ = false;  // SetStreamOrdered was called: acts hand off in two parts
   std::mutex finished_mu_;
   absl::Status finished_status_;
 };

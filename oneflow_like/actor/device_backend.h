@@ -19,8 +19,11 @@
 // actor thread on the device. The actor starts COMPUTE, COPY, TRANSFER, REPEAT, a variable
 // holder's absorption and an ACCUMULATE's steps (Accumulation::Start) this way. Their Act (a
 // boxing body's sums within a rank) enqueues and waits for the stream.
-// Ordering: an actor tells its consumers only after `finished`, so work on different streams is
-// ordered through the actors' messages; within a stream, in enqueue order.
+// Ordering: within a stream, work runs in enqueue order. So device actors of one stream hand
+// registers to each other as soon as an act is enqueued (stream_ordered.h; RuntimeEnv::
+// stream_ordered_handoffs): the host queues a chain of kernels ahead of the device. Every other
+// hand-off (another stream, the host, another rank, a byte sharer elsewhere) waits for
+// `finished`, so work on different streams is ordered through the actors' messages.
 //
 // Across ranks: a COLLECTIVE on device registers needs a collective backend of device memory
 // (comm::CollectiveBackend::memory_type(): NCCL; Runtime::Create refuses gloo there, naming both);

@@ -3,6 +3,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstring>
 #include <future>
 #include <utility>
@@ -232,7 +233,7 @@ void FakeDeviceBackend::Enqueue(int32_t device, int32_t stream, std::function<vo
     if (slot == nullptr) {
       slot = std::make_unique<Stream>();
       Stream* raw = slot.get();
-      raw->thread = std::thread([raw] {
+      raw->thread = std::thread([this, raw] {
         std::unique_lock<std::mutex> lock(raw->mu);
         while (true) {
           raw->cv.wait(lock, [raw] { return raw->stop || !raw->queue.empty(); });
@@ -241,6 +242,9 @@ void FakeDeviceBackend::Enqueue(int32_t device, int32_t stream, std::function<vo
           raw->queue.pop_front();
           raw->running = true;
           lock.unlock();
+          if (const int64_t delay = stream_delay_us_.load(); delay > 0) {
+            std::this_thread::sleep_for(std::chrono::microseconds(delay));
+          }
           next();
           lock.lock();
           raw->running = false;
@@ -253,6 +257,10 @@ void FakeDeviceBackend::Enqueue(int32_t device, int32_t stream, std::function<vo
   {
     std::lock_guard<std::mutex> lock(s->mu);
     s->queue.push_back(std::move(work));
+    const int64_t depth = static_cast<int64_t>(s->queue.size()) + (s->running ? 1 : 0);
+    int64_t seen = max_stream_depth_.load();
+    while (depth > seen && !max_stream_depth_.compare_exchange_weak(seen, depth)) {
+    }
   }
   s->cv.notify_all();  // the worker, and not only a Drain waiting on the same condition
 }

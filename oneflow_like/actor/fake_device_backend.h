@@ -61,6 +61,11 @@ class FakeDeviceBackend final : public DeviceBackend {
   int64_t bytes_to_host() const { return bytes_to_host_.load(); }
   int64_t live_allocations() const;
   void CountStart() { bodies_started_.fetch_add(1); }
+  // A slow device: every stream item waits this long before it runs (tests of how far the host
+  // runs ahead; 0 = none).
+  void set_stream_delay_us(int64_t us) { stream_delay_us_.store(us); }
+  // The most items one stream had queued or running at once (the host's lead over the device).
+  int64_t max_stream_depth() const { return max_stream_depth_.load(); }
 
  private:
   struct Allocation {
@@ -82,6 +87,7 @@ class FakeDeviceBackend final : public DeviceBackend {
   std::map<std::pair<int32_t, int32_t>, std::unique_ptr<Stream>> streams_;
   std::atomic<int64_t> bodies_started_{0}, bytes_to_device_{0}, bytes_to_host_{0};
   std::atomic<int64_t> memory_bytes_{int64_t{64} << 30};
+  std::atomic<int64_t> stream_delay_us_{0}, max_stream_depth_{0};
 };
 
 }  // namespace actor

@@ -119,6 +119,12 @@ struct RuntimeEnv {
   // iff the rank's plan has any (their DeviceProto.type must be its type()). Not owned;
   // outlives the runtime.
   DeviceBackend* device_backend = nullptr;
+  // Device actors of one stream hand registers to each other when an act is enqueued rather
+  // than when it finished (the stream runs them in that order anyway), so the host runs ahead
+  // of the device along a chain of kernels instead of waiting one completion per act. Edges to
+  // other streams, the host, other ranks and byte sharers on other streams wait for the act to
+  // finish (runtime_build.cc: MarkStreamOrderedEdges). False: every hand-off at finish.
+  bool stream_ordered_handoffs = true;
 };
 
 class Runtime final : public ActorHost {
@@ -156,6 +162,9 @@ class Runtime final : public ActorHost {
   int64_t steps_started() const { return steps_started_; }
   // Update registers whose optimizer writes the variables in place (inplace_updates.h).
   int64_t num_inplace_updates() const { return num_inplace_updates_; }
+  // Register edges handed over when the producing act is enqueued on its device stream
+  // (RuntimeEnv::stream_ordered_handoffs, stream_ordered.h); 0 for a cpu-only plan.
+  int64_t num_stream_ordered_edges() const { return num_stream_ordered_edges_; }
   // Starts the end-of-data drain; Finished() once every actor is done.
   void EndStream();
   bool Finished() const;
@@ -339,6 +348,7 @@ class Runtime final : public ActorHost {
 
   int64_t events_per_step_ = 0;
   int64_t num_inplace_updates_ = 0;
+  int64_t num_stream_ordered_edges_ = 0;
   int64_t steps_started_ = 0;  // written by StartStep (callers serialize steps)
   std::atomic<int64_t> step_events_{0};
   std::atomic<int64_t> progress_{0};

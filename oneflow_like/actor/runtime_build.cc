@@ -11,6 +11,7 @@
 #include "oneflow_like/actor/inplace_updates.h"
 #include "oneflow_like/actor/plan_rates.h"
 #include "oneflow_like/actor/runtime.h"
+#include "oneflow_like/actor/stream_ordered.h"
 #include "oneflow_like/core/attr_proto.h"
 
 namespace oneflow_like {
@@ -325,6 +326,7 @@ absl::Status Runtime::Build(const PlanProto& plan, const RankPlanProto& rank_pla
       writer->AddInPlaceTarget(&actors_[holder.actor.value()]->output(holder.port));
     }
   }
+  if (env_.stream_ordered_handoffs) num_stream_ordered_edges_ = MarkStreamOrderedEdges(tasks, actors_);
   // Each thread offers firings in the static per-stream order.
   std::vector<int64_t> order(tasks.size());
   for (size_t i = 0; i < tasks.size(); ++i) order[i] = tasks[i]->order_in_stream();

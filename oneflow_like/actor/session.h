@@ -55,6 +55,8 @@ struct SessionOptions {
   bool record_timeline = false;
   // RuntimeEnv::inplace_variable_updates of every rank.
   bool inplace_variable_updates = true;
+  // RuntimeEnv::stream_ordered_handoffs of every rank (device plans: hand-offs at enqueue).
+  bool stream_ordered_handoffs = true;
   // RuntimeEnv::intra_op_threads of every rank (each rank gets its own pool).
   int intra_op_threads = 1;
   // RuntimeEnv::device_backend of every rank (plans with cuda placements). Not owned.

@@ -69,6 +69,7 @@ class RankExecutor : public StepExecutor {
     env.on_act = options_.on_act;
     env.record_timeline = options_.record_timeline;
     env.inplace_variable_updates = options_.inplace_variable_updates;
+    env.stream_ordered_handoffs = options_.stream_ordered_handoffs;
     env.intra_op_threads = options_.intra_op_threads;
     env.device_backend = options_.device_backend;
     env.step_notifier = &notifier_;

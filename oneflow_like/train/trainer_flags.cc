@@ -65,6 +65,8 @@ Parallel layout (world = dp x tp x pp ranks):
   --bucket_mb=X          collective boxing: data-parallel gradients synchronized in buckets of
                          >= X MiB, in the order backward produces them (4; 0 = one call each)
   --inplace_updates[=bool]  optimizers write variables in place, no per-step copy (on)
+  --stream_ordered[=bool]  --device=cuda: kernels of one stream pass registers on when enqueued,
+                         not when finished, so the host runs ahead of the GPU (on)
   --recompute[=bool]     gpt: recompute each block's activations in backward (off)
 Data:
   --data=synthetic|FILE  gpt: torch_gpt.py's synthetic batches (default), or a text file read
@@ -189,6 +191,11 @@ absl::StatusOr<TrainerFlags> ParseTrainerFlags(const std::vector<std::string>& a
          ASSIGN_OR_RETURN(o.inplace_updates, Bool(flag, v));
          return absl::OkStatus();
        }},
+      {"--stream_ordered",
+       [&](const std::string& flag, const std::string& v) -> absl::Status {
+         ASSIGN_OR_RETURN(o.stream_ordered_handoffs, Bool(flag, v));
+         return absl::OkStatus();
+       }},
       {"--timeline",
        [&](const std::string& flag, const std::string& v) -> absl::Status {
          if (v.empty()) return Bad(flag, "a directory", v);
@@ -245,7 +252,8 @@ absl::StatusOr<TrainerFlags> ParseTrainerFlags(const std::vector<std::string>& a
     std::string value;
     if (eq != std::string::npos) {
       value = arg.substr(eq + 1);
-    } else if (name == "--reuse_memory" || name == "--inplace_updates" || name == "--recompute" || name == "--resume") {
+    } else if (name == "--reuse_memory" || name == "--inplace_updates" || name == "--stream_ordered" ||
+               name == "--recompute" || name == "--resume") {
       value = "";  // bare boolean
     } else if (i + 1 < args.size()) {
       value = args[++i];
