@@ -464,6 +464,13 @@ cudaError_t CUDARTAPI cudaEventQuery(cudaEvent_t event) {
   return event->state->completed.load() >= event->state->recorded.load() ? cudaSuccess : cudaErrorNotReady;
 }
 
+// Waits until the work recorded before the latest cudaEventRecord ran (polls: a fake).
+cudaError_t CUDARTAPI cudaEventSynchronize(cudaEvent_t event) {
+  const uint64_t mark = event->state->recorded.load();
+  while (event->state->completed.load() < mark) std::this_thread::sleep_for(std::chrono::microseconds(20));
+  return cudaSuccess;
+}
+
 cudaError_t CUDARTAPI cudaLaunchHostFunc(cudaStream_t stream, cudaHostFn_t fn, void* data) {
   stream->state->Push([fn, data] { fn(data); });
   return cudaSuccess;

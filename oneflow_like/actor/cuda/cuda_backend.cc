@@ -14,15 +14,6 @@ namespace oneflow_like {
 namespace actor {
 namespace {
 
-// The host function after a body's work: reports to the actor (posts a message; no CUDA calls).
-struct Completion {
-  std::function<void(const absl::Status&)> finished;
-};
-void CUDART_CB OnStreamDone(void* data) {
-  std::unique_ptr<Completion> done(static_cast<Completion*>(data));
-  done->finished(absl::OkStatus());
-}
-
 template <typename T>
 absl::Status AddInto(const Tensor& in, Tensor* out, cudaStream_t stream) {
   const std::vector<int64_t> dims = out->shape().dims();
@@ -37,9 +28,7 @@ class CudaBody final : public ActBody {
 
   bool IsAsync() const override { return true; }
 
-  // Enqueues and synchronizes the stream rather than waiting for a host function: after a fault
-  // in a kernel CUDA never runs the stream's host functions (the actor thread would wait forever
-  // and the runtime could not be stopped), while cudaStreamSynchronize returns the fault.
+  // Enqueues and synchronizes the stream (the firing rules that run to completion).
   absl::Status Act(ActIo& io) override {
     absl::StatusOr<CudaBackend::Stream*> stream = backend_->StreamFor(task_.device, task_.stream);
     if (!stream.ok()) return Named(stream.status());
@@ -52,12 +41,10 @@ class CudaBody final : public ActBody {
     absl::StatusOr<CudaBackend::Stream*> stream = backend_->StreamFor(task_.device, task_.stream);
     if (!stream.ok()) return finished(Named(stream.status()));
     if (absl::Status s = Enqueue(io, **stream); !s.ok()) return finished(Named(s));
-    auto* completion = new Completion{std::move(finished)};
-    const cudaError_t launched = cudaLaunchHostFunc((*stream)->stream.get(), OnStreamDone, completion);
-    if (launched != cudaSuccess) {
-      std::unique_ptr<Completion> owned(completion);
-      owned->finished(Named(cuda::CudaStatus(launched, "cudaLaunchHostFunc")));
-    }
+    // The event's completion (or the fault before it) reaches `finished` from the stream's
+    // completion thread; the stream itself never waits for the host.
+    auto named = [this, finished = std::move(finished)](const absl::Status& s) { finished(s.ok() ? s : Named(s)); };
+    if (absl::Status s = (*stream)->completions->Add((*stream)->stream.get(), named); !s.ok()) named(s);
   }
 
  private:
@@ -139,6 +126,7 @@ absl::Status CudaBackend::Drain() {
   }
   absl::Status first;
   for (auto& [device, stream] : streams) {
+    stream->completions->WaitIdle();  // every act's `finished` ran
     absl::Status s = Use(device);
     if (s.ok()) s = stream->stream.Synchronize();
     if (first.ok()) first = s;
@@ -165,7 +153,8 @@ absl::StatusOr<CudaBackend::Stream*> CudaBackend::StreamFor(int32_t device, int3
     if (bound != CUBLAS_STATUS_SUCCESS) {
       return absl::InternalError(absl::StrCat("cublasSetStream failed with status ", static_cast<int>(bound)));
     }
-    slot = std::make_unique<Stream>(Stream{std::move(stream), std::move(cublas)});
+    slot = std::make_unique<Stream>(Stream{std::move(stream), std::move(cublas),
+                                           std::make_unique<StreamCompletions>(device + device_offset_)});
   }
   return slot.get();
 }

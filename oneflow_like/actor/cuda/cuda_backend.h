@@ -14,15 +14,16 @@
 //   streams        one non-blocking cudaStream_t (and one cuBLAS handle bound to it) per
 //                  (device, TaskProto.stream_id), created on first use
 //   bodies         Start enqueues on the stream (kernels from core/cuda/op_kernels.h' table,
-//                  cudaMemcpyAsync for copies, a broadcast add for sums) and then a host
-//                  function (cudaLaunchHostFunc) that calls `finished`: the actor thread never
-//                  waits for the GPU; Act (REPEAT, ACCUMULATE, holders) waits for the stream
+//                  cudaMemcpyAsync for copies, a broadcast add for sums) and then records an
+//                  event whose completion calls `finished` from the stream's completion thread
+//                  (stream_completions.h): the actor thread never waits for the GPU and the
+//                  stream never waits for the host; Act (REPEAT, ACCUMULATE, holders) waits
+//                  for the stream
 // Devices: placements' DeviceProto.index is the device within the process (one process per GPU:
 // olrun's LOCAL_RANK picks it through CUDA_VISIBLE_DEVICES or `device_offset`).
 // Errors: a launch failure fails the act, naming the task and the CUDA call; a fault inside a
-// kernel surfaces at the next synchronizing call (Act, CopyToHost) with CUDA's message. Known
-// limit: after a fault the host function of a stream may not run, so an asynchronous act can
-// stay in flight; the session's watchdog then ends the job naming the stuck actor.
+// kernel fails the acts whose events follow it (cudaEventSynchronize returns it, with CUDA's
+// message) and every later synchronizing call.
 #ifndef ONEFLOW_LIKE_ACTOR_CUDA_CUDA_BACKEND_H_
 #define ONEFLOW_LIKE_ACTOR_CUDA_CUDA_BACKEND_H_
 
@@ -32,6 +33,7 @@
 #include <string>
 #include <utility>
 
+#include "oneflow_like/actor/cuda/stream_completions.h"
 #include "oneflow_like/actor/device_backend.h"
 #include "oneflow_like/core/cuda/cuda_device.h"
 #include "oneflow_like/core/cuda/matmul_kernels.h"
@@ -65,6 +67,8 @@ class CudaBackend final : public DeviceBackend {
   struct Stream {
     cuda::CudaStream stream;
     cuda::CublasHandle cublas;
+    // Reports the bodies' completions (declared last: destroyed first, after its pending ones).
+    std::unique_ptr<StreamCompletions> completions;
   };
   // The stream of (device, stream_id), created on first use; selects the device on this thread.
   absl::StatusOr<Stream*> StreamFor(int32_t device, int32_t stream_id);

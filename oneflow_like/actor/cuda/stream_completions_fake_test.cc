@@ -1,0 +1,98 @@
+// StreamCompletions over comm's in-process fake of the CUDA runtime (nccl_fake.cc: a stream is
+// a thread running its work in order, host functions included, as CUDA does).
+#include "oneflow_like/actor/cuda/stream_completions.h"
+
+#include <atomic>
+#include <chrono>
+#include <future>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "gtest/gtest.h"
+
+namespace oneflow_like {
+namespace actor {
+namespace {
+
+using std::chrono::milliseconds;
+
+class StreamCompletionsTest : public ::testing::Test {
+ protected:
+  void SetUp() override { ASSERT_EQ(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), cudaSuccess); }
+  void TearDown() override { cudaStreamDestroy(stream_); }
+
+  // The stream's next work waits until the returned promise is set (a slow kernel).
+  std::promise<void> Gate() {
+    std::promise<void> open;
+    auto* wait = new std::shared_future<void>(open.get_future().share());
+    cudaLaunchHostFunc(
+        stream_,
+        [](void* p) {
+          std::unique_ptr<std::shared_future<void>> f(static_cast<std::shared_future<void>*>(p));
+          f->wait();
+        },
+        wait);
+    return open;
+  }
+
+  cudaStream_t stream_ = nullptr;
+};
+
+TEST_F(StreamCompletionsTest, CallsBackInOrderOnlyOnceTheWorkBeforeEachEventRan) {
+  std::promise<void> gate = Gate();
+  StreamCompletions done(0);
+  std::mutex mu;
+  std::vector<int> order;
+  for (int i = 0; i < 5; ++i) {
+    EXPECT_TRUE(done.Add(stream_, [&, i](const absl::Status& s) {
+                      EXPECT_TRUE(s.ok()) << s;
+                      std::lock_guard<std::mutex> lock(mu);
+                      order.push_back(i);
+                    }).ok());
+  }
+  std::this_thread::sleep_for(milliseconds(30));
+  EXPECT_EQ(done.completed(), 0) << "a callback ran before the work ahead of its event";
+  gate.set_value();
+  done.WaitIdle();
+  EXPECT_EQ(order, (std::vector<int>{0, 1, 2, 3, 4}));
+  // Events are reused: many more completions than the pool ever held at once.
+  for (int i = 0; i < 200; ++i) ASSERT_TRUE(done.Add(stream_, [](const absl::Status&) {}).ok());
+  done.WaitIdle();
+  EXPECT_EQ(done.completed(), 205);
+}
+
+// A callback that waits for later work of its own stream: with a host function per act the
+// stream would wait for the host (a deadlock until the callback gives up); with an event the
+// stream runs on.
+TEST_F(StreamCompletionsTest, TheStreamNeverWaitsForACallback) {
+  std::atomic<bool> later_ran{false};
+  StreamCompletions done(0);
+  ASSERT_TRUE(done.Add(stream_, [&](const absl::Status&) {
+                    for (int i = 0; i < 1000 && !later_ran.load(); ++i) std::this_thread::sleep_for(milliseconds(1));
+                    EXPECT_TRUE(later_ran.load()) << "the stream waited for the host";
+                  }).ok());
+  cudaLaunchHostFunc(stream_, [](void* p) { static_cast<std::atomic<bool>*>(p)->store(true); }, &later_ran);
+  done.WaitIdle();
+  EXPECT_TRUE(later_ran.load());
+}
+
+TEST_F(StreamCompletionsTest, DestructionWaitsForThePendingCallbacks) {
+  std::atomic<int> ran{0};
+  std::promise<void> gate = Gate();
+  std::thread opener;
+  {
+    StreamCompletions done(0);
+    for (int i = 0; i < 3; ++i) EXPECT_TRUE(done.Add(stream_, [&](const absl::Status&) { ran.fetch_add(1); }).ok());
+    opener = std::thread([&] {
+      std::this_thread::sleep_for(milliseconds(20));
+      gate.set_value();
+    });
+  }  // ~StreamCompletions: every callback added has run
+  EXPECT_EQ(ran.load(), 3);
+  opener.join();
+}
+
+}  // namespace
+}  // namespace actor
+}  // namespace oneflow_like
