@@ -15,8 +15,8 @@
 //                        synchronous data movement for collective and boxing bodies
 // Bodies are asynchronous (ActBody::IsAsync): Start enqueues the work on the stream of the
 // task's (device, stream_id) and returns at once; `finished` is called from the backend's thread
-// once the stream has done it (a CUDA host callback after the kernels), never by blocking an
-// actor thread on the device. The actor starts COMPUTE, COPY, TRANSFER, REPEAT, a variable
+// once the stream has done it (CUDA: an event after the kernels, stream_completions.h), never
+// by blocking an actor thread on the device. The actor starts COMPUTE, COPY, TRANSFER, REPEAT, a variable
 // holder's absorption and an ACCUMULATE's steps (Accumulation::Start) this way. Their Act (a
 // boxing body's sums within a rank) enqueues and waits for the stream.
 // Ordering: within a stream, work runs in enqueue order. So device actors of one stream hand

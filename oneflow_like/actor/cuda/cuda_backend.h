@@ -62,7 +62,7 @@ class CudaBackend final : public DeviceBackend {
   absl::Status CopyBox(int32_t device, const Tensor& from, const std::vector<int64_t>& from_offset, Tensor* to,
                        const std::vector<int64_t>& to_offset, const std::vector<int64_t>& shape) override;
   absl::StatusOr<std::unique_ptr<ActBody>> MakeBody(DeviceTask task) override;
-  absl::Status Drain() override;  // cudaStreamSynchronize of every stream (host functions included)
+  absl::Status Drain() override;  // every stream's completions reported, then cudaStreamSynchronize
 
   struct Stream {
     cuda::CudaStream stream;
