@@ -17,7 +17,7 @@ namespace {
 //   u32 magic "OLGM" | u32 kind | u64 slot | u64 nbytes
 constexpr uint32_t kMagic = 0x4d474c4f;  // "OLGM"
 constexpr size_t kHeaderBytes = 24;
-enum Kind : uint32_t { kData = 1, kDataAcked = 2, kAck = 3 };
+enum Kind : uint32_t { kData = 1, kDataAcked = 2, kAck = 3, kBye = 4, kByeAck = 5 };
 
 std::string Header(Kind kind, uint64_t slot, uint64_t nbytes) {
   char out[kHeaderBytes];
@@ -94,15 +94,84 @@ class OlPair final : public ::gloo::transport::Pair {
 }  // namespace
 
 OlGlooContext::OlGlooContext(int rank, int size, std::unique_ptr<GlooMesh> mesh)
-    : ::gloo::transport::Context(rank, size), mesh_(std::move(mesh)), peer_addresses_(size), awaited_(size) {
+    : ::gloo::transport::Context(rank, size),
+      mesh_(std::move(mesh)),
+      transport_(mesh_ == nullptr ? nullptr : mesh_->transport()),
+      peer_addresses_(size),
+      awaited_(size),
+      left_(size, false),
+      broken_(size, false),
+      awaiting_goodbye_(size, false) {
   if (mesh_ == nullptr) return;
-  mesh_->SetErrorHandler([this](const absl::Status& status) {
-    Fail(absl::StrCat("ol gloo transport, member ", this->rank, ": a link failed: ", status.message()));
-  });
-  mesh_->transport()->SetReceiver([this](Rank from, absl::string_view message) { OnMessage(from.value(), message); });
+  mesh_->SetErrorHandler([this](int member, const absl::Status& status) { OnLinkError(member, status); });
+  transport_->SetReceiver([this](Rank from, absl::string_view message) { OnMessage(from.value(), message); });
 }
 
-OlGlooContext::~OlGlooContext() { mesh_.reset(); }  // joins the transport's thread first
+OlGlooContext::~OlGlooContext() {
+  if (mesh_ == nullptr) return;
+  SayGoodbye();
+  closing_.store(true);  // what still arrives is dropped
+  mesh_.reset();         // joins the transport's thread before the rest goes
+}
+
+void OlGlooContext::SayGoodbye() {
+  {
+    std::lock_guard<std::mutex> lock(connect_mu_);
+    if (!connected_) return;
+  }
+  std::vector<int> peers;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (int k = 0; k < size; ++k) {
+      if (k == rank || left_[k] || broken_[k]) continue;
+      awaiting_goodbye_[k] = true;
+      peers.push_back(k);
+    }
+  }
+  for (int k : peers) {
+    if (!transport_->Send(Rank(k), Header(kBye, 0, 0)).ok()) {
+      std::lock_guard<std::mutex> lock(mu_);
+      awaiting_goodbye_[k] = false;
+    }
+  }
+  std::unique_lock<std::mutex> lock(mu_);
+  changed_.wait_for(lock, getTimeout(), [&] {
+    return std::none_of(awaiting_goodbye_.begin(), awaiting_goodbye_.end(), [](bool b) { return b; });
+  });
+}
+
+void OlGlooContext::OnLinkError(int member, const absl::Status& status) {
+  std::lock_guard<std::mutex> lock(mu_);
+  broken_[member] = true;
+  awaiting_goodbye_[member] = false;
+  changed_.notify_all();
+  if (left_[member]) return;  // it said goodbye: closing is what it does next
+  FailLocked(absl::StrCat("ol gloo transport, member ", rank, ": the link to member ", member, " failed: ",
+                          status.message()));
+}
+
+void OlGlooContext::OnBye(int from) {
+  const absl::Status answered = transport_->Send(Rank(from), Header(kByeAck, 0, 0));
+  (void)answered;  // if it cannot be sent the link broke: the member stops waiting for it anyway
+  std::lock_guard<std::mutex> lock(mu_);
+  left_[from] = true;
+  awaiting_goodbye_[from] = false;
+  changed_.notify_all();
+  for (const PostedRecv& recv : posted_) CheckSourcesLocked(recv);
+  for (const AwaitedAck& awaited : awaited_[from]) {
+    if (awaited.buffer == nullptr) continue;
+    FailLocked(absl::StrCat("ol gloo transport, member ", rank, ": member ", from,
+                            " closed its context before receiving ", awaited.buffer->last_send_));
+  }
+}
+
+void OlGlooContext::CheckSourcesLocked(const PostedRecv& recv) {
+  for (int k : recv.from) {
+    if (!left_[k]) return;
+  }
+  FailLocked(absl::StrCat("ol gloo transport, member ", rank, ": member(s) ", absl::StrJoin(recv.from, ","),
+                          " closed the context while this member waits for ", recv.buffer->last_recv_));
+}
 
 std::unique_ptr<::gloo::transport::Pair>& OlGlooContext::createPair(int rank) {
   GLOO_ENFORCE(rank >= 0 && rank < size && rank != this->rank, "ol gloo transport: no pair for member ", rank,
@@ -132,6 +201,8 @@ void OlGlooContext::ConnectPeer(int peer, const std::string& address) {
     Fail(why);
     throw ::gloo::IoException(why);
   }
+  std::lock_guard<std::mutex> lock(connect_mu_);
+  connected_ = true;
 }
 
 void OlGlooContext::Fail(const std::string& why) {
@@ -159,12 +230,17 @@ void OlGlooContext::Send(OlUnboundBuffer* buffer, int to, uint64_t slot, size_t 
       changed_.notify_all();
       return;
     }
+    if (left_[to]) {
+      FailLocked(absl::StrCat("ol gloo transport, member ", rank, ": member ", to, " closed the context before ",
+                              buffer->last_send_));
+      ThrowFailureLocked();
+    }
     if (nbytes >= kZeroCopyBytes) {
       awaited_[to].push_back(AwaitedAck{buffer, slot, nbytes});
       buffer->zero_copy_sends_ = true;
     }
   }
-  Transport* transport = mesh_->transport();
+  Transport* transport = transport_;
   absl::Status sent;
   if (nbytes >= kZeroCopyBytes) {
     sent = transport->SendRegistered(Rank(to), Header(kDataAcked, slot, nbytes), absl::string_view(data, nbytes));
@@ -209,6 +285,8 @@ void OlGlooContext::Recv(OlUnboundBuffer* buffer, std::vector<int> from, uint64_
       return;
     }
   }
+  CheckSourcesLocked(recv);
+  if (!failure_.empty()) ThrowFailureLocked();
   posted_.push_back(std::move(recv));
 }
 
@@ -225,6 +303,7 @@ void OlGlooContext::DeliverLocked(const PostedRecv& recv, int from, absl::string
 }
 
 void OlGlooContext::OnMessage(int from, absl::string_view message) {
+  if (closing_.load()) return;
   uint32_t magic = 0, kind = 0;
   uint64_t slot = 0, nbytes = 0;
   if (message.size() >= kHeaderBytes) {
@@ -233,15 +312,23 @@ void OlGlooContext::OnMessage(int from, absl::string_view message) {
     std::memcpy(&slot, message.data() + 8, 8);
     std::memcpy(&nbytes, message.data() + 16, 8);
   }
-  const bool sized = kind == kAck ? message.size() == kHeaderBytes
-                                   : nbytes <= message.size() && message.size() == kHeaderBytes + nbytes;
-  if (magic != kMagic || kind < kData || kind > kAck || !sized) {
+  const bool data = kind == kData || kind == kDataAcked;
+  const bool sized = data ? nbytes <= message.size() && message.size() == kHeaderBytes + nbytes
+                          : message.size() == kHeaderBytes;
+  if (magic != kMagic || kind < kData || kind > kByeAck || !sized) {
     return Fail(absl::StrCat("ol gloo transport, member ", rank, ": member ", from, " sent an undecodable message of ",
                              message.size(), " bytes"));
   }
   if (kind == kAck) return OnAck(from, slot, nbytes);
+  if (kind == kBye) return OnBye(from);
+  if (kind == kByeAck) {
+    std::lock_guard<std::mutex> lock(mu_);
+    awaiting_goodbye_[from] = false;
+    changed_.notify_all();
+    return;
+  }
   if (kind == kDataAcked) {  // the peer may reuse its memory once the message is here
-    const absl::Status acked = mesh_->transport()->Send(Rank(from), Header(kAck, slot, nbytes));
+    const absl::Status acked = transport_->Send(Rank(from), Header(kAck, slot, nbytes));
     if (!acked.ok()) {
       return Fail(absl::StrCat("ol gloo transport, member ", rank, ": acknowledging member ", from, ": ",
                                acked.message()));
@@ -319,7 +406,7 @@ void OlGlooContext::Forget(OlUnboundBuffer* buffer) {
     }
   }
   // Frames still queued from this memory get a copy of it (the peer may never acknowledge them).
-  if (detach && mesh_ != nullptr) mesh_->transport()->UnregisterMemory(static_cast<const char*>(buffer->ptr), buffer->size);
+  if (detach && transport_ != nullptr) transport_->UnregisterMemory(static_cast<const char*>(buffer->ptr), buffer->size);
 }
 
 OlUnboundBuffer::OlUnboundBuffer(std::shared_ptr<OlGlooContext> context, void* ptr, size_t size)

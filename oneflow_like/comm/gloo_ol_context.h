@@ -22,11 +22,19 @@
 // timeout (the context's, gloo::IoException as gloo's TCP transport throws) fail the whole
 // context: every pending and later wait throws gloo::IoException with the first failure, which
 // names the member. abortWaitRecv / abortWaitSend make the current (or next) wait return false.
+//
+// Closing. A context that goes away says goodbye to its peers and waits (at most the timeout)
+// for their answers: per-link order then guarantees that everything it sent was received (small
+// sends complete once queued). A member that said goodbye has left: its connection closing is no
+// failure, messages it sent before still complete receives, but a receive that only it could
+// satisfy, or a send to it, fails the context naming it. A member that vanishes without a
+// goodbye (a crash) is a broken link.
 // Thread-safety: every method is thread-safe (gloo calls from the algorithms' threads; the
 // transport delivers on its own thread).
 #ifndef ONEFLOW_LIKE_COMM_GLOO_OL_CONTEXT_H_
 #define ONEFLOW_LIKE_COMM_GLOO_OL_CONTEXT_H_
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
@@ -57,8 +65,8 @@ class GlooMesh {
   // addresses[k] = member k's address() (this member's entry unused). Blocks until every link
   // is up or the mesh's timeout passed.
   virtual absl::Status Connect(const std::vector<std::string>& addresses) = 0;
-  // Called (on any thread) once per broken link, with a status naming the member.
-  virtual void SetErrorHandler(std::function<void(const absl::Status&)> handler) = 0;
+  // Called (on any thread) once per broken link: the member at its other end and why.
+  virtual void SetErrorHandler(std::function<void(int member, const absl::Status&)> handler) = 0;
   static constexpr size_t kMaxAddressBytes = 160;
 };
 
@@ -108,6 +116,12 @@ class OlGlooContext final : public ::gloo::transport::Context, public std::enabl
   };
 
   void OnMessage(int from, absl::string_view message);  // the transport's thread
+  void OnLinkError(int member, const absl::Status& status);
+  void OnBye(int from);
+  // Sends goodbye to every member still there and waits for their answers (the destructor).
+  void SayGoodbye();
+  // The context fails if a member that left is the only one `recv` may come from.
+  void CheckSourcesLocked(const PostedRecv& recv);  // REQUIRES: mu_ held
   // A message from `from` (maybe this member): into the oldest matching receive, else kept.
   void ArriveLocked(int from, uint64_t slot, absl::string_view bytes);  // REQUIRES: mu_ held
   void OnAck(int from, uint64_t slot, uint64_t nbytes);
@@ -117,9 +131,12 @@ class OlGlooContext final : public ::gloo::transport::Context, public std::enabl
   [[noreturn]] void ThrowFailureLocked() const;
 
   std::unique_ptr<GlooMesh> mesh_;
+  Transport* const transport_;  // mesh_'s (null without one), valid while its thread may call us
+  std::atomic<bool> closing_{false};
   std::mutex connect_mu_;
   std::vector<std::string> peer_addresses_;  // guarded by connect_mu_
   int peers_known_ = 0;                      // guarded by connect_mu_
+  bool connected_ = false;                   // guarded by connect_mu_
 
   mutable std::mutex mu_;
   std::condition_variable changed_;
@@ -127,6 +144,9 @@ class OlGlooContext final : public ::gloo::transport::Context, public std::enabl
   std::list<PostedRecv> posted_;                     // receives without a message, oldest first
   std::map<uint64_t, std::deque<Early>> early_;      // [slot]: messages without a receive
   std::vector<std::deque<AwaitedAck>> awaited_;      // [member]
+  std::vector<bool> left_;                           // [member]: said goodbye
+  std::vector<bool> broken_;                         // [member]: its link failed
+  std::vector<bool> awaiting_goodbye_;               // [member]: SayGoodbye waits for its answer
 };
 
 // gloo's unbound buffer over an OlGlooContext (kept alive by the buffer).

@@ -18,8 +18,9 @@ class TcpGlooMesh final : public GlooMesh {
   Transport* transport() override { return tcp_.get(); }
   std::string address() const override { return tcp_->endpoint(); }
   absl::Status Connect(const std::vector<std::string>& addresses) override { return tcp_->Connect(addresses); }
-  void SetErrorHandler(std::function<void(const absl::Status&)> handler) override {
-    tcp_->SetErrorHandler(std::move(handler));
+  void SetErrorHandler(std::function<void(int member, const absl::Status&)> handler) override {
+    tcp_->SetLinkErrorHandler(
+        [handler = std::move(handler)](Rank peer, const absl::Status& status) { handler(peer.value(), status); });
   }
 
  private:

@@ -102,8 +102,13 @@ void TcpTransport::Wake() {
 }
 
 void TcpTransport::SetErrorHandler(std::function<void(const absl::Status&)> handler) {
+  if (!handler) return SetLinkErrorHandler(nullptr);
+  SetLinkErrorHandler([handler = std::move(handler)](Rank, const absl::Status& status) { handler(status); });
+}
+
+void TcpTransport::SetLinkErrorHandler(std::function<void(Rank peer, const absl::Status&)> handler) {
   std::lock_guard<std::mutex> lock(mu_);
-  error_handler_ = std::make_shared<std::function<void(const absl::Status&)>>(std::move(handler));
+  error_handler_ = std::make_shared<std::function<void(Rank, const absl::Status&)>>(std::move(handler));
 }
 
 void TcpTransport::SetReceiver(Receiver receiver) {
@@ -369,13 +374,13 @@ void TcpTransport::BreakLink(int32_t peer, const absl::Status& status) {
   const absl::Status failure = links_[peer]->Close(status);
   if (reported_[peer]) return;
   reported_[peer] = true;
-  std::shared_ptr<std::function<void(const absl::Status&)>> handler;
+  std::shared_ptr<std::function<void(Rank, const absl::Status&)>> handler;
   {
     std::lock_guard<std::mutex> lock(mu_);
     handler = error_handler_;
   }
   if (handler != nullptr && *handler) {
-    (*handler)(failure);
+    (*handler)(Rank(peer), failure);
   } else {
     std::fprintf(stderr, "tcp transport rank %d: %s\n", options_.rank, failure.ToString().c_str());
   }

@@ -90,6 +90,8 @@ class TcpTransport : public Transport {
   // Called once per broken peer link (from the I/O thread). Without a handler the error is
   // printed to stderr.
   void SetErrorHandler(std::function<void(const absl::Status&)> handler);
+  // The same, told which peer's link broke (replaces the handler above).
+  void SetLinkErrorHandler(std::function<void(Rank peer, const absl::Status&)> handler);
 
   Rank rank() const override { return Rank(options_.rank); }
   int32_t world_size() const override { return options_.world_size; }
@@ -151,7 +153,7 @@ class TcpTransport : public Transport {
   std::vector<bool> link_up_;    // guarded by mu_
   bool connect_called_ = false;  // guarded by mu_
   std::shared_ptr<Receiver> receiver_;                                       // guarded by mu_
-  std::shared_ptr<std::function<void(const absl::Status&)>> error_handler_;  // guarded by mu_
+  std::shared_ptr<std::function<void(Rank, const absl::Status&)>> error_handler_;  // guarded by mu_
   std::deque<ReceivedPayload> self_messages_;                                // guarded by mu_
 
   // I/O thread only.
