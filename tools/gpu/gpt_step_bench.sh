@@ -18,10 +18,15 @@ if ! nvidia-smi -L >/dev/null 2>&1; then echo "gpt_step_bench: no GPU visible; s
 ours="$("$oltrain" --model=gpt --device=cuda $dims --steps=30 --warmup=5 2>&1 | tee /dev/stderr | grep RESULT | tail -1)"
 ours_tf32="$(OL_CUDA_TF32=1 "$oltrain" --model=gpt --device=cuda $dims --steps=30 --warmup=5 2>&1 | tee /dev/stderr \
   | grep RESULT | tail -1)"
+# Without stream-ordered hand-offs (actor/stream_ordered.h): every kernel waits for its producer's
+# completion event, a host round trip per act (what they save).
+ours_finish="$("$oltrain" --model=gpt --device=cuda $dims --steps=30 --warmup=5 --stream_ordered=false 2>&1 \
+  | tee /dev/stderr | grep RESULT | tail -1)"
 peer_args="$(echo "$dims" | sed 's/=/ /g')"
 peer="$(python3 tools/gpu/torch_gpt_cuda.py $peer_args 2>&1 | tee /dev/stderr | grep RESULT | tail -1)"
 ours_ms="$(echo "$ours" | sed -n 's/.*median_ms_per_step=\([0-9.]*\).*/\1/p')"
 tf32_ms="$(echo "$ours_tf32" | sed -n 's/.*median_ms_per_step=\([0-9.]*\).*/\1/p')"
+finish_ms="$(echo "$ours_finish" | sed -n 's/.*median_ms_per_step=\([0-9.]*\).*/\1/p')"
 peer_ms="$(echo "$peer" | sed -n 's/.*ms_per_step=\([0-9.]*\).*/\1/p')"
 # The step's matmul GFLOP (forward, input and weight gradients; attention's full T x T), as
 # tools/bench/peers/torch_gpt.py's gemm_gflop_per_step counts them.
@@ -46,6 +51,7 @@ row() {
 }
 row "oneflow_like (oltrain_cuda)" "$ours_ms" "$gflop" "$tokens"
 row "oneflow_like, OL_CUDA_TF32=1 (TF32 matmuls; % of the FP32 peak)" "$tf32_ms" "$gflop" "$tokens"
+row "oneflow_like, --stream_ordered=false (hand-offs at completion)" "$finish_ms" "$gflop" "$tokens"
 row "PyTorch eager" "$peer_ms" "$gflop" "$tokens"
 awk -v a="$ours_ms" -v b="$peer_ms" 'BEGIN { if (a > 0 && b > 0) printf "ours / PyTorch (time): %.2f\n", a / b }'
 awk -v p="$predicted_ms" -v m="$ours_ms" 'BEGIN { if (p > 0 && m > 0) printf "olplan predicted (h100_fp32 profile): %.2f ms, measured %.2f ms: %+.0f%%\n", p, m, (p / m - 1) * 100 }'
