@@ -10,7 +10,9 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "oneflow_like/comm/hybrid_transport.h"
 #include "oneflow_like/comm/ibverbs_rendezvous.h"
+#include "oneflow_like/comm/shm_transport.h"
 #include "oneflow_like/core/status.h"
 #include "oneflow_like/train/fault_injection.h"
 #include "oneflow_like/train/plan_agreement.h"
@@ -39,6 +41,19 @@ absl::StatusOr<int64_t> Integer(const char* name, bool required, int64_t fallbac
         absl::StrCat("environment variable ", name, "='", text, "': expected an integer in [", min, ", ", max, "]"));
   }
   return value;
+}
+
+// This machine, as the ranks compare it: the host name and the kernel's boot id (two containers
+// or hosts with one name differ in the boot id or cannot share memory anyway).
+std::string HostIdentity(const std::string& host) {
+  std::string boot_id;
+  if (FILE* f = std::fopen("/proc/sys/kernel/random/boot_id", "r")) {
+    char line[128] = {0};
+    if (std::fgets(line, sizeof(line), f) != nullptr) boot_id = line;
+    std::fclose(f);
+  }
+  while (!boot_id.empty() && (boot_id.back() == '\n' || boot_id.back() == ' ')) boot_id.pop_back();
+  return absl::StrCat(host, "/", boot_id);
 }
 
 bool IsLoopback(const std::string& address) {
@@ -89,10 +104,12 @@ absl::StatusOr<DistributedEnv> DistributedEnvFromEnviron() {
   ASSIGN_OR_RETURN(env.connect_timeout_ms, Integer("OL_CONNECT_TIMEOUT_MS", false, 60000, 100, 3600000));
   ASSIGN_OR_RETURN(std::string transport, Variable("OL_TRANSPORT", false));
   if (!transport.empty()) env.transport = transport;
-  if (env.transport != "tcp" && env.transport != "ibverbs") {
-    return absl::InvalidArgumentError(
-        absl::StrCat("environment variable OL_TRANSPORT='", env.transport, "': expected tcp or ibverbs"));
+  if (env.transport != "shm" && env.transport != "tcp" && env.transport != "ibverbs") {
+    return absl::InvalidArgumentError(absl::StrCat("environment variable OL_TRANSPORT='", env.transport,
+                                                   "': expected shm (the default), tcp or ibverbs"));
   }
+  ASSIGN_OR_RETURN(int64_t ring_mb, Integer("OL_SHM_RING_MB", false, 16, 1, 1024));
+  env.shm_ring_bytes = ring_mb << 20;
   ASSIGN_OR_RETURN(env.ib_device, Variable("OL_IB_DEVICE", false));
   char host[256] = {0};
   if (gethostname(host, sizeof(host) - 1) != 0) host[0] = '\0';
@@ -136,6 +153,33 @@ absl::StatusOr<std::unique_ptr<DistributedContext>> DistributedContext::Create(c
   return ctx;
 }
 
+absl::StatusOr<std::vector<int32_t>> DistributedContext::SameNodePeers() {
+  std::vector<int32_t> peers;
+  const int32_t first = env_.node_rank * env_.local_world_size;
+  for (int32_t r = first; r < first + env_.local_world_size && r < env_.world_size; ++r) {
+    if (r != env_.rank) peers.push_back(r);
+  }
+  if (peers.empty()) return peers;
+  // NODE_RANK says which ranks share this node; their host identities must agree, or the
+  // launcher's numbering is wrong (shared memory cannot reach another machine).
+  const std::string mine = HostIdentity(env_.host);
+  RETURN_IF_ERROR(client_->Set(absl::StrCat("host_identity/", env_.rank), mine));
+  for (int32_t r : peers) {
+    absl::StatusOr<std::string> theirs = client_->Get(absl::StrCat("host_identity/", r), env_.connect_timeout_ms);
+    if (!theirs.ok()) {
+      return absl::Status(theirs.status().code(), absl::StrCat("rendezvous: waiting for the host identity of rank ", r,
+                                                               ": ", theirs.status().message()));
+    }
+    if (*theirs != mine) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "rank ", r, " has NODE_RANK=", env_.node_rank, " like rank ", env_.rank, " but runs on another machine (",
+          *theirs, " vs ", mine, "): the launcher's NODE_RANK / LOCAL_WORLD_SIZE are wrong; OL_TRANSPORT=tcp ",
+          "does not need them"));
+    }
+  }
+  return peers;
+}
+
 absl::Status DistributedContext::ConnectTcp() {
   comm::TcpTransportOptions data;
   data.rank = env_.rank;
@@ -144,22 +188,61 @@ absl::Status DistributedContext::ConnectTcp() {
   data.job_token = env_.job_token;
   data.connect_timeout_ms = env_.connect_timeout_ms;
   ASSIGN_OR_RETURN(std::unique_ptr<comm::TcpTransport> tcp, comm::TcpTransport::Listen(data));
-  comm::TcpTransport* raw_tcp = tcp.get();
-  transport_ = std::move(tcp);
-  raw_tcp->SetErrorHandler([this](const absl::Status& status) {
+  auto on_error = [this](const absl::Status& status) {
     if (!finished_) OnFailure(status);
-  });
-  RETURN_IF_ERROR(client_->Set(absl::StrCat("data_endpoint/", env_.rank), raw_tcp->endpoint()));
-  std::vector<std::string> endpoints(env_.world_size);
-  for (int32_t r = 0; r < env_.world_size; ++r) {
-    absl::StatusOr<std::string> endpoint = client_->Get(absl::StrCat("data_endpoint/", r), env_.connect_timeout_ms);
-    if (!endpoint.ok()) {
-      return absl::Status(endpoint.status().code(), absl::StrCat("rendezvous: waiting for the data endpoint of rank ",
-                                                                 r, ": ", endpoint.status().message()));
-    }
-    endpoints[r] = *endpoint;
+  };
+  tcp->SetErrorHandler(on_error);
+  // Same-node peers through shared memory (OL_TRANSPORT=shm, the default).
+  std::vector<int32_t> shm_peers;
+  if (env_.transport == "shm") {
+    ASSIGN_OR_RETURN(shm_peers, SameNodePeers());
   }
-  return raw_tcp->Connect(endpoints);
+  std::unique_ptr<comm::ShmTransport> shm;
+  if (!shm_peers.empty()) {
+    comm::ShmTransportOptions local;
+    local.rank = env_.rank;
+    local.world_size = env_.world_size;
+    local.peers = shm_peers;
+    local.job_token = env_.job_token;
+    local.ring_bytes = static_cast<uint64_t>(env_.shm_ring_bytes);
+    local.connect_timeout_ms = env_.connect_timeout_ms;
+    ASSIGN_OR_RETURN(shm, comm::ShmTransport::Listen(local));
+    shm->SetErrorHandler(on_error);
+    RETURN_IF_ERROR(client_->Set(absl::StrCat("shm_endpoint/", env_.rank), shm->endpoint()));
+  }
+  RETURN_IF_ERROR(client_->Set(absl::StrCat("data_endpoint/", env_.rank), tcp->endpoint()));
+  auto endpoints_of = [this](const std::string& prefix, const std::vector<int32_t>& ranks,
+                             std::vector<std::string>* endpoints) -> absl::Status {
+    endpoints->assign(env_.world_size, "");
+    for (int32_t r : ranks) {
+      absl::StatusOr<std::string> endpoint = client_->Get(absl::StrCat(prefix, r), env_.connect_timeout_ms);
+      if (!endpoint.ok()) {
+        return absl::Status(endpoint.status().code(), absl::StrCat("rendezvous: waiting for the ", prefix, " of rank ",
+                                                                   r, ": ", endpoint.status().message()));
+      }
+      (*endpoints)[r] = *endpoint;
+    }
+    return absl::OkStatus();
+  };
+  std::vector<int32_t> everyone(env_.world_size);
+  for (int32_t r = 0; r < env_.world_size; ++r) everyone[r] = r;
+  std::vector<std::string> endpoints;
+  RETURN_IF_ERROR(endpoints_of("data_endpoint/", everyone, &endpoints));
+  // The TCP links to same-node peers stay up but idle: their EOF is one more way to see a
+  // peer's death.
+  RETURN_IF_ERROR(tcp->Connect(endpoints));
+  if (shm == nullptr) {
+    transport_ = std::move(tcp);
+    transport_description_ = "TCP transport";
+    return absl::OkStatus();
+  }
+  RETURN_IF_ERROR(endpoints_of("shm_endpoint/", shm_peers, &endpoints));
+  RETURN_IF_ERROR(shm->Connect(endpoints));
+  const int32_t first = env_.node_rank * env_.local_world_size;
+  transport_description_ = absl::StrCat("shared-memory transport to ranks ", first, "-", first + env_.local_world_size - 1,
+                                        " of this node, TCP transport to the others");
+  transport_ = std::make_unique<comm::HybridTransport>(std::move(shm), std::move(tcp));
+  return absl::OkStatus();
 }
 
 absl::Status DistributedContext::ConnectIbverbs() {
@@ -175,6 +258,7 @@ absl::Status DistributedContext::ConnectIbverbs() {
   }
   comm::IbverbsTransport* rdma = opened->get();
   transport_ = *std::move(opened);
+  transport_description_ = "RDMA transport";
   rdma->SetErrorHandler([this](const absl::Status& status) {
     if (!finished_) OnFailure(status);
   });

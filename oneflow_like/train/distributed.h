@@ -1,7 +1,10 @@
 // DistributedContext: what one process of a multi-process job needs to run its rank of a Plan:
 // the environment set by the launcher (olrun, or torchrun-style variables), the control plane
 // (rank 0 hosts the server: rendezvous, key-value store, barriers, heartbeats), and the data
-// transport connected to every peer: TCP (default) or, with OL_TRANSPORT=ibverbs, RDMA
+// transport connected to every peer. OL_TRANSPORT=shm (the default): ranks of the same node
+// (NODE_RANK / LOCAL_WORLD_SIZE, cross-checked with each rank's host identity published in the
+// key-value store) through shared memory (comm/shm_transport.h), the others over TCP
+// (comm/hybrid_transport.h); OL_TRANSPORT=tcp: TCP to everyone; OL_TRANSPORT=ibverbs: RDMA
 // (comm/ibverbs_transport.h; its queue-pair endpoints are exchanged through the key-value store).
 //
 //   ASSIGN_OR_RETURN(DistributedEnv env, DistributedEnvFromEnviron());   // RANK, WORLD_SIZE, ...
@@ -11,7 +14,10 @@
 //
 // Rendezvous: every rank registers with the control server at MASTER_ADDR:MASTER_PORT (with the
 // job token), publishes its data endpoint ("data_endpoint/<rank>"), reads everyone's and
-// connects the transport. Both channels authenticate with OL_JOB_TOKEN.
+// connects the transport. Both channels authenticate with OL_JOB_TOKEN. With shared memory a
+// rank also publishes "shm_endpoint/<rank>" (its host identity and the path of its unix socket,
+// in a private 0700 directory); same-node peers dial it and pass the token in a hello before any
+// segment is handed over (SCM_RIGHTS), so the rings are reachable only through the token.
 // Failures: a peer that dies or stops answering (control heartbeats), a broken data link, or a
 // peer's Abort make failure() non-OK (naming the rank, its host and its last step); waits of
 // the rank executor return it. As a last resort against a main thread stuck elsewhere, the
@@ -25,6 +31,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "oneflow_like/comm/control_client.h"
@@ -53,7 +60,8 @@ struct DistributedEnv {
   std::string bind_address;
   int64_t heartbeat_timeout_ms = 5000;  // OL_HEARTBEAT_TIMEOUT_MS
   int64_t connect_timeout_ms = 60000;   // OL_CONNECT_TIMEOUT_MS: rendezvous and link set-up
-  std::string transport = "tcp";        // OL_TRANSPORT: tcp | ibverbs
+  std::string transport = "shm";        // OL_TRANSPORT: shm (same node; TCP across) | tcp | ibverbs
+  int64_t shm_ring_bytes = int64_t{16} << 20;  // OL_SHM_RING_MB: per directed same-node edge
   std::string ib_device;                // OL_IB_DEVICE: RDMA device name ("" = the first one)
   std::string host;                     // gethostname()
 };
@@ -76,6 +84,9 @@ class DistributedContext {
   int32_t world_size() const { return env_.world_size; }
   comm::ControlClient* control() const { return client_.get(); }
   comm::Transport* transport() const { return transport_.get(); }
+  // What carries the data, for logs: "TCP transport", "shared-memory transport (ranks 0-3 of
+  // this node; TCP to the others)", "RDMA transport".
+  const std::string& transport_description() const { return transport_description_; }
 
   // Every rank publishes what it must agree on (plan_agreement.h: a per-rank plan's job
   // agreement, else the content hash); each compares with rank 0's, before any data moves.
@@ -94,12 +105,16 @@ class DistributedContext {
   DistributedContext() = default;
   void OnFailure(const absl::Status& status);
   absl::Status ConnectTcp();
+  // The ranks sharing this node (NODE_RANK / LOCAL_WORLD_SIZE), this rank excluded, after
+  // checking with their published host identity that they really run on this machine.
+  absl::StatusOr<std::vector<int32_t>> SameNodePeers();
   absl::Status ConnectIbverbs();
 
   DistributedEnv env_;
   std::unique_ptr<comm::ControlServer> server_;  // rank 0 only
   std::unique_ptr<comm::ControlClient> client_;
   std::unique_ptr<comm::Transport> transport_;
+  std::string transport_description_ = "TCP transport";
   mutable std::mutex mu_;
   absl::Status failure_;
   std::atomic<bool> finished_{false};

@@ -167,7 +167,7 @@ class RankExecutor : public StepExecutor {
   bool leader() const override { return context_->rank() == 0; }
   std::string Description() const override {
     return absl::StrCat("one process per rank (this is rank ", context_->rank(), ", pid ", getpid(), " on ",
-                        context_->env().host, "), TCP transport");
+                        context_->env().host, "), ", context_->transport_description());
   }
 
  private:

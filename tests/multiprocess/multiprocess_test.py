@@ -6,8 +6,10 @@ the job with a message naming it, within the heartbeat timeout, leaving no proce
 resume after a crash continues the loss curve of an uninterrupted run exactly, also under
 another layout (resharding) to tolerance; garbage and wrong tokens sent to the master port do
 not disturb a running job; a layout that does not fit the world is refused; --timeline under
-olrun writes one trace per rank whose cross-rank flows match; OL_TRANSPORT is validated, and
-the RDMA transport without a device fails the job with a clear message. Restarts: with
+olrun writes one trace per rank whose cross-rank flows match; ranks of one node talk through
+shared memory by default and give the same losses as OL_TRANSPORT=tcp, also with two nodes of
+two ranks (shared memory within, TCP across); OL_TRANSPORT is validated, and the RDMA
+transport without a device fails the job with a clear message. Restarts: with
 --max-restarts 1 a rank killed mid-training (first round only) costs one restart and the losses
 equal an uninterrupted run's, on one node and on two olrun "nodes"; with 0 the job fails as
 before; a stale rank of an earlier restart round is refused at the rendezvous. Preflight: a node
@@ -210,7 +212,7 @@ def test_layout_that_does_not_fit_the_world_is_refused():
 def test_transport_choice_is_validated_and_rdma_without_a_device_fails_clearly():
     code, out, _ = olrun(2, ["--steps=2", "--dp=2"], env_extra={"OL_TRANSPORT": "bogus"}, expect_ok=False)
     assert code != 0
-    assert "OL_TRANSPORT='bogus': expected tcp or ibverbs" in out, out
+    assert "OL_TRANSPORT='bogus': expected shm (the default), tcp or ibverbs" in out, out
     if os.path.isdir("/sys/class/infiniband") and os.listdir("/sys/class/infiniband"):
         pytest.skip("this machine has an RDMA device: the no-device path cannot be shown here")
     code, out, seconds = olrun(2, ["--steps=2", "--dp=2"], env_extra={"OL_TRANSPORT": "ibverbs"}, expect_ok=False)
@@ -219,7 +221,7 @@ def test_transport_choice_is_validated_and_rdma_without_a_device_fails_clearly()
     assert "job FAILED" in out and seconds < 60, out
 
 
-def olrun_two_nodes(args, env_nodes=({}, {}), flags=(), expect_ok=True):
+def olrun_two_nodes(args, env_nodes=({}, {}), flags=(), expect_ok=True, nproc_per_node=1):
     """Two olrun "nodes" on loopback (1 rank each, --nnodes 2), started together like two hosts.
     What differs on node i: env_nodes[i], and args[i] when args is a tuple of two lists.
     Returns [(exit code, output)] per node."""
@@ -230,7 +232,7 @@ def olrun_two_nodes(args, env_nodes=({}, {}), flags=(), expect_ok=True):
                    OL_CONNECT_TIMEOUT_MS="20000")
         env.update(extra)
         node_args = args[node] if isinstance(args, tuple) else args
-        cmd = [OLRUN, "--nnodes", "2", "--node-rank", str(node), "--nproc-per-node", "1", "--master-addr",
+        cmd = [OLRUN, "--nnodes", "2", "--node-rank", str(node), "--nproc-per-node", str(nproc_per_node), "--master-addr",
                "127.0.0.1", "--master-port", str(port)] + list(flags) + [
                "--config", os.path.join(ROOT, "configs/gpt_tiny.cfg")] + TINY + node_args
         procs.append(subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env))
@@ -241,6 +243,27 @@ def olrun_two_nodes(args, env_nodes=({}, {}), flags=(), expect_ok=True):
     if expect_ok:
         assert all(code == 0 for code, _ in results), results
     return results
+
+
+def test_shared_memory_within_a_node_gives_the_tcp_losses():
+    """OL_TRANSPORT=shm (the default): ranks of one node exchange through shared-memory rings
+    (comm/shm_transport.h); OL_TRANSPORT=tcp keeps TCP. Same losses bit for bit, as the
+    in-process run's. Two olrun "nodes" of two ranks each (dp=2 x tp=2): shared memory within a
+    node, TCP across (comm/hybrid_transport.h), the same losses again."""
+    steps = ["--steps=3", "--dp=2"]
+    local = run_local(steps)
+    _, shm_out, _ = olrun(2, steps)
+    _, tcp_out, _ = olrun(2, steps, {"OL_TRANSPORT": "tcp"})
+    assert "shared-memory transport to ranks 0-1 of this node" in shm_out, shm_out
+    assert "), TCP transport" in tcp_out and "shared-memory" not in tcp_out, tcp_out
+    assert sorted(losses(shm_out)) == [0, 1, 2], shm_out
+    assert losses(shm_out) == losses(tcp_out) == local, (shm_out, tcp_out, local)
+    layout = ["--steps=3", "--dp=2", "--tp=2"]
+    local_2d = run_local(layout)
+    node0, node1 = olrun_two_nodes(layout, nproc_per_node=2)
+    assert "shared-memory transport to ranks 0-1 of this node, TCP transport to the others" in node0[1], node0[1]
+    assert "all 2 ranks of node 1 exited 0" in node1[1], node1[1]  # only rank 0 prints the layout
+    assert losses(node0[1]) == local_2d, (node0[1], local_2d)
 
 
 CURVE = ["--steps=6", "--dp=2", "--checkpoint_every=2"]
