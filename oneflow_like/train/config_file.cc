@@ -27,7 +27,7 @@ const std::map<std::string, std::map<std::string, std::string>>& Fields() {
         {"grad_accum", "--grad_accum"}, {"zero_stage", "--zero_stage"}, {"boxing", "--boxing"}, {"bucket_mb", "--bucket_mb"},
         {"recompute", "--recompute"},
         {"reuse_memory", "--reuse_memory"}, {"inplace_updates", "--inplace_updates"},
-        {"compute_streams", "--compute_streams"}}},
+        {"compute_streams", "--compute_streams"}, {"stream_ordered", "--stream_ordered"}}},
       {"optimizer", {{"kind", ""}, {"lr", "--lr"}}},
       {"train",
        {{"steps", "--steps"}, {"warmup", "--warmup"}, {"seed", "--seed"}, {"watchdog_ms", "--watchdog_ms"},
