@@ -17,7 +17,7 @@ namespace {
 //   u32 magic "OLGM" | u32 kind | u64 slot | u64 nbytes
 constexpr uint32_t kMagic = 0x4d474c4f;  // "OLGM"
 constexpr size_t kHeaderBytes = 24;
-enum Kind : uint32_t { kData = 1, kDataAcked = 2, kAck = 3, kBye = 4, kByeAck = 5 };
+enum Kind : uint32_t { kData = 1, kBye = 2, kByeAck = 3 };
 
 std::string Header(Kind kind, uint64_t slot, uint64_t nbytes) {
   char out[kHeaderBytes];
@@ -73,11 +73,12 @@ class OlPair final : public ::gloo::transport::Pair {
   void setSync(bool, bool) override {}  // every wait blocks on a condition variable anyway
   std::unique_ptr<::gloo::transport::Buffer> createSendBuffer(int, void*, size_t) override { Unsupported(); }
   std::unique_ptr<::gloo::transport::Buffer> createRecvBuffer(int, void*, size_t) override { Unsupported(); }
+  // gloo's UnboundBuffer resolves an unspecified length before it calls these; so do ours.
   void send(::gloo::transport::UnboundBuffer* buf, uint64_t slot, size_t offset, size_t nbytes) override {
-    buf->send(peer_, slot, offset, nbytes == 0 ? ::gloo::transport::UnboundBuffer::kUnspecifiedByteCount : nbytes);
+    buf->send(peer_, slot, offset, nbytes);
   }
   void recv(::gloo::transport::UnboundBuffer* buf, uint64_t slot, size_t offset, size_t nbytes) override {
-    buf->recv(peer_, slot, offset, nbytes == 0 ? ::gloo::transport::UnboundBuffer::kUnspecifiedByteCount : nbytes);
+    buf->recv(peer_, slot, offset, nbytes);
   }
 
  private:
@@ -98,7 +99,6 @@ OlGlooContext::OlGlooContext(int rank, int size, std::unique_ptr<GlooMesh> mesh)
       mesh_(std::move(mesh)),
       transport_(mesh_ == nullptr ? nullptr : mesh_->transport()),
       peer_addresses_(size),
-      awaited_(size),
       left_(size, false),
       broken_(size, false),
       awaiting_goodbye_(size, false) {
@@ -158,11 +158,6 @@ void OlGlooContext::OnBye(int from) {
   awaiting_goodbye_[from] = false;
   changed_.notify_all();
   for (const PostedRecv& recv : posted_) CheckSourcesLocked(recv);
-  for (const AwaitedAck& awaited : awaited_[from]) {
-    if (awaited.buffer == nullptr) continue;
-    FailLocked(absl::StrCat("ol gloo transport, member ", rank, ": member ", from,
-                            " closed its context before receiving ", awaited.buffer->last_send_));
-  }
 }
 
 void OlGlooContext::CheckSourcesLocked(const PostedRecv& recv) {
@@ -235,30 +230,24 @@ void OlGlooContext::Send(OlUnboundBuffer* buffer, int to, uint64_t slot, size_t 
                               buffer->last_send_));
       ThrowFailureLocked();
     }
-    if (nbytes >= kZeroCopyBytes) {
-      awaited_[to].push_back(AwaitedAck{buffer, slot, nbytes});
-      buffer->zero_copy_sends_ = true;
-    }
   }
-  Transport* transport = transport_;
   absl::Status sent;
-  if (nbytes >= kZeroCopyBytes) {
-    sent = transport->SendRegistered(Rank(to), Header(kDataAcked, slot, nbytes), absl::string_view(data, nbytes));
+  if (nbytes >= kDirectSendBytes) {  // the socket takes what it can straight from `data`
+    sent = transport_->SendRegistered(Rank(to), Header(kData, slot, nbytes), absl::string_view(data, nbytes));
+    transport_->UnregisterMemory(data, nbytes);  // the rest is copied: the caller may reuse `data`
   } else {
-    std::string message = transport->TakeBuffer(kHeaderBytes + nbytes);
+    std::string message = transport_->TakeBuffer(kHeaderBytes + nbytes);
     message.append(Header(kData, slot, nbytes));
     message.append(data, nbytes);
-    sent = transport->SendOwned(Rank(to), std::move(message));
+    sent = transport_->SendOwned(Rank(to), std::move(message));
   }
   std::lock_guard<std::mutex> lock(mu_);
   if (!sent.ok()) {
     FailLocked(absl::StrCat("ol gloo transport, member ", rank, ": sending to member ", to, ": ", sent.message()));
     ThrowFailureLocked();
   }
-  if (nbytes < kZeroCopyBytes) {
-    buffer->send_done_.push_back(to);
-    changed_.notify_all();
-  }
+  buffer->send_done_.push_back(to);
+  changed_.notify_all();
 }
 
 void OlGlooContext::Recv(OlUnboundBuffer* buffer, std::vector<int> from, uint64_t slot, size_t offset,
@@ -312,27 +301,18 @@ void OlGlooContext::OnMessage(int from, absl::string_view message) {
     std::memcpy(&slot, message.data() + 8, 8);
     std::memcpy(&nbytes, message.data() + 16, 8);
   }
-  const bool data = kind == kData || kind == kDataAcked;
-  const bool sized = data ? nbytes <= message.size() && message.size() == kHeaderBytes + nbytes
-                          : message.size() == kHeaderBytes;
+  const bool sized = kind == kData ? nbytes <= message.size() && message.size() == kHeaderBytes + nbytes
+                                   : message.size() == kHeaderBytes;
   if (magic != kMagic || kind < kData || kind > kByeAck || !sized) {
     return Fail(absl::StrCat("ol gloo transport, member ", rank, ": member ", from, " sent an undecodable message of ",
                              message.size(), " bytes"));
   }
-  if (kind == kAck) return OnAck(from, slot, nbytes);
   if (kind == kBye) return OnBye(from);
   if (kind == kByeAck) {
     std::lock_guard<std::mutex> lock(mu_);
     awaiting_goodbye_[from] = false;
     changed_.notify_all();
     return;
-  }
-  if (kind == kDataAcked) {  // the peer may reuse its memory once the message is here
-    const absl::Status acked = transport_->Send(Rank(from), Header(kAck, slot, nbytes));
-    if (!acked.ok()) {
-      return Fail(absl::StrCat("ol gloo transport, member ", rank, ": acknowledging member ", from, ": ",
-                               acked.message()));
-    }
   }
   std::lock_guard<std::mutex> lock(mu_);
   ArriveLocked(from, slot, message.substr(kHeaderBytes));
@@ -346,20 +326,6 @@ void OlGlooContext::ArriveLocked(int from, uint64_t slot, absl::string_view byte
     return DeliverLocked(recv, from, bytes);
   }
   early_[slot].push_back(Early{from, std::string(bytes)});
-}
-
-void OlGlooContext::OnAck(int from, uint64_t slot, uint64_t nbytes) {
-  std::lock_guard<std::mutex> lock(mu_);
-  std::deque<AwaitedAck>& awaited = awaited_[from];
-  for (auto it = awaited.begin(); it != awaited.end(); ++it) {
-    if (it->slot != slot || it->nbytes != nbytes) continue;
-    if (it->buffer != nullptr) it->buffer->send_done_.push_back(from);
-    awaited.erase(it);
-    changed_.notify_all();
-    return;
-  }
-  FailLocked(absl::StrCat("ol gloo transport, member ", rank, ": member ", from, " acknowledged ", nbytes,
-                          " bytes in slot ", Hex(slot), " that were never sent to it"));
 }
 
 bool OlGlooContext::Wait(OlUnboundBuffer* buffer, bool recv, int* rank_out, std::chrono::milliseconds timeout) {
@@ -395,18 +361,8 @@ void OlGlooContext::Abort(OlUnboundBuffer* buffer, bool recv) {
 }
 
 void OlGlooContext::Forget(OlUnboundBuffer* buffer) {
-  bool detach = false;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    posted_.remove_if([buffer](const PostedRecv& r) { return r.buffer == buffer; });
-    for (std::deque<AwaitedAck>& awaited : awaited_) {
-      for (AwaitedAck& a : awaited) {
-        if (a.buffer == buffer) a.buffer = nullptr, detach = true;
-      }
-    }
-  }
-  // Frames still queued from this memory get a copy of it (the peer may never acknowledge them).
-  if (detach && transport_ != nullptr) transport_->UnregisterMemory(static_cast<const char*>(buffer->ptr), buffer->size);
+  std::lock_guard<std::mutex> lock(mu_);
+  posted_.remove_if([buffer](const PostedRecv& r) { return r.buffer == buffer; });
 }
 
 OlUnboundBuffer::OlUnboundBuffer(std::shared_ptr<OlGlooContext> context, void* ptr, size_t size)

@@ -13,10 +13,12 @@
 // Its length must equal the posted receive's: anything else fails the context (never a write
 // past the buffer), as do undecodable bytes.
 //
-// Sending. Messages below kZeroCopyBytes are copied once into the transport's queue and the send
-// completes at once. Larger ones are written from the caller's memory (Transport::SendRegistered)
-// and complete when the receiver acknowledges them (a 24-byte ack), so the buffer stays unchanged
-// until the peer has it. Destroying a buffer detaches whatever of it is still queued.
+// Sending completes before send() returns, as soon as the caller's memory may change: messages
+// below kDirectSendBytes are copied once into the transport's queue; larger ones are written
+// from the caller's memory for as long as the socket takes them at once
+// (Transport::SendRegistered), and only the rest is copied (Transport::UnregisterMemory).
+// (Completing large sends when the receiver acknowledged them instead, with no copy at all, was
+// measured no faster here: the ack needs the peer's I/O thread scheduled.)
 //
 // Failures. A broken link, bytes a peer should not have sent, a size mismatch or a wait past its
 // timeout (the context's, gloo::IoException as gloo's TCP transport throws) fail the whole
@@ -24,8 +26,8 @@
 // names the member. abortWaitRecv / abortWaitSend make the current (or next) wait return false.
 //
 // Closing. A context that goes away says goodbye to its peers and waits (at most the timeout)
-// for their answers: per-link order then guarantees that everything it sent was received (small
-// sends complete once queued). A member that said goodbye has left: its connection closing is no
+// for their answers: per-link order then guarantees that everything it sent was received (sends
+// complete once queued). A member that said goodbye has left: its connection closing is no
 // failure, messages it sent before still complete receives, but a receive that only it could
 // satisfy, or a send to it, fails the context naming it. A member that vanishes without a
 // goodbye (a crash) is a broken link.
@@ -74,7 +76,7 @@ class OlUnboundBuffer;
 
 class OlGlooContext final : public ::gloo::transport::Context, public std::enable_shared_from_this<OlGlooContext> {
  public:
-  static constexpr size_t kZeroCopyBytes = size_t{256} << 10;
+  static constexpr size_t kDirectSendBytes = size_t{256} << 10;
 
   // `mesh` may be null for a context of one member (nothing to reach).
   OlGlooContext(int rank, int size, std::unique_ptr<GlooMesh> mesh);
@@ -109,11 +111,6 @@ class OlGlooContext final : public ::gloo::transport::Context, public std::enabl
     int from;
     std::string bytes;
   };
-  struct AwaitedAck {  // a zero-copy send the peer has not acknowledged yet
-    OlUnboundBuffer* buffer;  // null once the buffer went away
-    uint64_t slot;
-    size_t nbytes;
-  };
 
   void OnMessage(int from, absl::string_view message);  // the transport's thread
   void OnLinkError(int member, const absl::Status& status);
@@ -124,7 +121,6 @@ class OlGlooContext final : public ::gloo::transport::Context, public std::enabl
   void CheckSourcesLocked(const PostedRecv& recv);  // REQUIRES: mu_ held
   // A message from `from` (maybe this member): into the oldest matching receive, else kept.
   void ArriveLocked(int from, uint64_t slot, absl::string_view bytes);  // REQUIRES: mu_ held
-  void OnAck(int from, uint64_t slot, uint64_t nbytes);
   void FailLocked(const std::string& why);  // REQUIRES: mu_ held
   // Copies `bytes` into the receive and completes it, or fails the context on a size mismatch.
   void DeliverLocked(const PostedRecv& recv, int from, absl::string_view bytes);
@@ -143,7 +139,6 @@ class OlGlooContext final : public ::gloo::transport::Context, public std::enabl
   std::string failure_;                              // empty: healthy
   std::list<PostedRecv> posted_;                     // receives without a message, oldest first
   std::map<uint64_t, std::deque<Early>> early_;      // [slot]: messages without a receive
-  std::vector<std::deque<AwaitedAck>> awaited_;      // [member]
   std::vector<bool> left_;                           // [member]: said goodbye
   std::vector<bool> broken_;                         // [member]: its link failed
   std::vector<bool> awaiting_goodbye_;               // [member]: SayGoodbye waits for its answer
@@ -169,7 +164,6 @@ class OlUnboundBuffer final : public ::gloo::transport::UnboundBuffer {
   // Guarded by the context's mu_.
   std::deque<int> recv_done_, send_done_;  // ranks of completed operations not waited for yet
   bool abort_recv_ = false, abort_send_ = false;
-  bool zero_copy_sends_ = false;  // some send may still be written from this memory
   std::string last_recv_, last_send_;  // the latest operation, for timeout messages
 };
 

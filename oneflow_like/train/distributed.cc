@@ -111,6 +111,15 @@ absl::StatusOr<DistributedEnv> DistributedEnvFromEnviron() {
   ASSIGN_OR_RETURN(int64_t ring_mb, Integer("OL_SHM_RING_MB", false, 16, 1, 1024));
   env.shm_ring_bytes = ring_mb << 20;
   ASSIGN_OR_RETURN(env.ib_device, Variable("OL_IB_DEVICE", false));
+  ASSIGN_OR_RETURN(std::string gloo_transport, Variable("OL_GLOO_TRANSPORT", false));
+  if (!gloo_transport.empty()) {
+    absl::StatusOr<comm::GlooTransport> parsed = comm::ParseGlooTransport(gloo_transport);
+    if (!parsed.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("environment variable OL_GLOO_TRANSPORT: ", parsed.status().message()));
+    }
+    env.gloo_transport = *parsed;
+  }
   char host[256] = {0};
   if (gethostname(host, sizeof(host) - 1) != 0) host[0] = '\0';
   env.host = host[0] != '\0' ? host : "unknown-host";

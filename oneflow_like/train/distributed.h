@@ -37,6 +37,7 @@
 #include "oneflow_like/comm/control_client.h"
 #include "oneflow_like/comm/control_server.h"
 #include "oneflow_like/comm/tcp_transport.h"
+#include "oneflow_like/comm/gloo_collective.h"
 #include "oneflow_like/comm/transport.h"
 #include "oneflow_like/core/proto/plan.pb.h"
 
@@ -63,6 +64,9 @@ struct DistributedEnv {
   std::string transport = "shm";        // OL_TRANSPORT: shm (same node; TCP across) | tcp | ibverbs
   int64_t shm_ring_bytes = int64_t{16} << 20;  // OL_SHM_RING_MB: per directed same-node edge
   std::string ib_device;                // OL_IB_DEVICE: RDMA device name ("" = the first one)
+  // OL_GLOO_TRANSPORT: what gloo's collectives (--boxing=collective) run on: ol (ours, every
+  // connection token-checked) | gloo_tcp (gloo's own TCP; comm/README.md: garbage at gloo's ports)
+  comm::GlooTransport gloo_transport = comm::GlooOptions().transport;
   std::string host;                     // gethostname()
 };
 

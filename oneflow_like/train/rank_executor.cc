@@ -83,6 +83,8 @@ class RankExecutor : public StepExecutor {
       gloo.hostname = context_->env().bind_address;
       // A call waits for the slowest member's arrival; dead peers are caught by the heartbeats.
       gloo.timeout_ms = context_->env().connect_timeout_ms;
+      gloo.transport = context_->env().gloo_transport;  // OL_GLOO_TRANSPORT
+      gloo.job_token = context_->env().job_token;       // every gloo connection's hello (kOl)
       if (options_.collective_factory) {  // e.g. NCCL for cuda plans (oltrain_cuda)
         ASSIGN_OR_RETURN(collectives_, options_.collective_factory(store_.get(), context_->rank(), context_->world_size()));
       } else {

@@ -61,7 +61,10 @@ Parallel layout (world = dp x tp x pp ranks):
                          rest of backward (two GEMMs of a layer at once; their registers are
                          live the whole step, so planned memory grows) (1)
   --boxing=p2p|collective|auto  boxing as transfers + local adds (p2p, default), as gloo
-                         collective calls, or per transition the cheaper by the cost model
+                         collective calls, or per transition the cheaper by the cost model.
+                         Under olrun gloo runs over OL_GLOO_TRANSPORT=ol (default: our TCP,
+                         every connection token-checked) or =gloo_tcp (gloo's own, whose ports
+                         take their first connection unchecked while a group connects)
   --bucket_mb=X          collective boxing: data-parallel gradients synchronized in buckets of
                          >= X MiB, in the order backward produces them (4; 0 = one call each)
   --inplace_updates[=bool]  optimizers write variables in place, no per-step copy (on)

@@ -124,6 +124,13 @@ def test_collective_boxing_under_olrun_equals_the_in_process_runs():
     assert four == local, (four, local)
     for s in range(3):
         assert close(four[s], local_p2p[s]), (s, four, local_p2p)
+    # gloo over its own TCP instead of ours (OL_GLOO_TRANSPORT; the default is ol): the same bits
+    _, out, _ = olrun(4, steps + ["--dp=2", "--tp=2", "--boxing=collective"], {"OL_GLOO_TRANSPORT": "gloo_tcp"})
+    assert losses(out) == four, (losses(out), four)
+    code, out, _ = olrun(2, ["--steps=2", "--dp=2", "--boxing=collective"], {"OL_GLOO_TRANSPORT": "bogus"},
+                         expect_ok=False)
+    assert code != 0
+    assert "OL_GLOO_TRANSPORT: gloo transport 'bogus' is none of 'ol'" in out, out
 
 
 def test_rank_killed_during_collectives_ends_the_job_naming_it():

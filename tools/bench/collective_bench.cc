@@ -50,6 +50,7 @@ struct Flags {
   int64_t warmup = 2;
   int64_t timeout_ms = 60000;
   bool out_of_place = false;  // our extra mode: `in` and `out` apart (torch's call is in place)
+  GlooTransport transport = GlooOptions().transport;  // --gloo_transport ol | gloo_tcp
 };
 
 [[noreturn]] void Die(const std::string& what) {
@@ -87,6 +88,11 @@ Flags ParseFlags(int argc, char** argv) {
     else if (name == "--warmup" && numeric) flags.warmup = number;
     else if (name == "--timeout_ms" && numeric) flags.timeout_ms = number;
     else if (name == "--out_of_place" && numeric) flags.out_of_place = number != 0;
+    else if (name == "--gloo_transport") {
+      absl::StatusOr<GlooTransport> transport = ParseGlooTransport(value);
+      Check(transport.status(), "--gloo_transport");
+      flags.transport = *transport;
+    }
     else Die("unknown flag or bad value: " + name + " " + value);
   }
   if (flags.rank < 0 || flags.rank >= flags.world || flags.port <= 0) Die("need --rank in [0, --world) and --port");
@@ -127,8 +133,12 @@ int Main(int argc, char** argv) {
   absl::StatusOr<std::unique_ptr<ControlClient>> client = ControlClient::Connect(options, flags.rank, flags.host);
   Check(client.status(), "control client");
   ControlStore store(client->get(), "bench/");
-  absl::StatusOr<std::unique_ptr<CollectiveBackend>> backend =
-      CreateGlooBackend(&store, flags.rank, flags.world, GlooOptions{flags.host, flags.timeout_ms});
+  GlooOptions gloo;
+  gloo.hostname = flags.host;
+  gloo.timeout_ms = flags.timeout_ms;
+  gloo.transport = flags.transport;
+  gloo.job_token = options.job_token;
+  absl::StatusOr<std::unique_ptr<CollectiveBackend>> backend = CreateGlooBackend(&store, flags.rank, flags.world, gloo);
   Check(backend.status(), "gloo backend");
   std::vector<int32_t> group;
   for (int32_t r = 0; r < flags.world; ++r) group.push_back(r);

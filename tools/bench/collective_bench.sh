@@ -10,6 +10,7 @@
 # Machines here are shared and have few cores: run it when the load is low, compare ratios.
 #
 # Usage: tools/bench/collective_bench.sh [--rounds 3] [--sizes_mib 16,256] [--iters 20,5] [--warmup 2]
+#                                        [--gloo_transport ol|gloo_tcp]  (ours: default the backend's)
 #   OUTPUT_BASE=...   Bazel output base for the build (default: tools/bazel.sh's)
 #   BENCH=/path/to/collective_bench   skip the build and use this binary
 #   PYTHON=/usr/bin/python3           the Python with torch
@@ -20,13 +21,15 @@ SIZES=16,256
 ITERS=20,5
 WARMUP=2
 PYTHON="${PYTHON:-/usr/bin/python3}"
+OURS_EXTRA=()
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --rounds) ROUNDS="$2"; shift 2 ;;
     --sizes_mib) SIZES="$2"; shift 2 ;;
     --iters) ITERS="$2"; shift 2 ;;
     --warmup) WARMUP="$2"; shift 2 ;;
-    -h|--help) sed -n '2,14p' "$0"; exit 0 ;;
+    --gloo_transport) OURS_EXTRA=(--gloo_transport "$2"); shift 2 ;;
+    -h|--help) sed -n '2,15p' "$0"; exit 0 ;;
     *) echo "collective_bench.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
   esac
 done
@@ -69,7 +72,7 @@ for round in $(seq "${ROUNDS}"); do
   if (( round % 2 == 1 )); then order="ours torch"; else order="torch ours"; fi
   for side in ${order}; do
     if [[ "${side}" == ours ]]; then
-      lines="$(run_pair ours "${BENCH}")"
+      lines="$(run_pair ours "${BENCH}" "${OURS_EXTRA[@]}")"
     else
       lines="$(run_pair torch "${PYTHON}" "${TORCH_BENCH}")"
     fi
