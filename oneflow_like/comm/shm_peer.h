@@ -67,6 +67,7 @@ struct ShmTransport::Peer {
   ScopedFd in_data;   // the peer writes it when we sleep; we wait on it
   ScopedFd in_space;  // we write it when the peer waits for room
   std::string assembly;  // a message that spans several records
+  uint64_t assembly_bytes = 0;  // its size, as its first record announced
   bool assembling = false;
   bool in_broken = false;
   bool closed = false;    // its socket ended

@@ -338,11 +338,12 @@ bool ShmTransport::ReadRing(Peer& peer) {
                                              " bytes exceeds max_message_bytes ", options_.max_message_bytes));
     } else if (record.first) {
       peer.assembling = true;
-      peer.assembly.clear();
+      peer.assembly_bytes = record.message_bytes;
+      peer.assembly.clear();  // keeps its capacity: no page faults for the next large message
       peer.assembly.reserve(record.message_bytes);
       peer.assembly.append(record.payload.data(), record.payload.size());
-    } else if (peer.assembly.size() + record.payload.size() > peer.assembly.capacity() ||
-               record.last != (peer.assembly.size() + record.payload.size() == peer.assembly.capacity())) {
+    } else if (peer.assembly.size() + record.payload.size() > peer.assembly_bytes ||
+               record.last != (peer.assembly.size() + record.payload.size() == peer.assembly_bytes)) {
       bad = absl::DataLossError(absl::StrCat(self, ": from rank ", peer.rank, ": a message's records add up to ",
                                              peer.assembly.size() + record.payload.size(),
                                              " bytes, not the size its first record announced"));

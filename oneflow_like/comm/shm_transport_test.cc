@@ -192,6 +192,25 @@ TEST(ShmTransportTest, SimultaneousLargeSendsInBothDirectionsDoNotDeadlock) {
   }
 }
 
+// Messages of several records, each smaller than the one before (the reassembly buffer keeps
+// the capacity of the largest), then one that exactly fills a record.
+TEST(ShmTransportTest, MessagesOfSeveralRecordsInDecreasingSizes) {
+  Inbox inbox[2];
+  auto world = ListenAll(2);
+  ASSERT_EQ(world.size(), 2u);
+  world[1]->SetReceiver(inbox[1].Receiver());
+  ConnectAll(world);
+  const size_t record = kSmallRing / 4 - kShmRecordHeaderBytes;
+  const std::vector<size_t> sizes = {9 << 20, 6 << 20, 3 << 20, record + 1, 2 * record, record, record - 1};
+  for (size_t i = 0; i < sizes.size(); ++i) {
+    ASSERT_TRUE(world[0]->SendOwned(Rank(1), Pattern(0, 1, static_cast<int>(i), sizes[i])).ok());
+  }
+  ASSERT_TRUE(inbox[1].WaitFor(sizes.size()));
+  for (size_t i = 0; i < sizes.size(); ++i) {
+    EXPECT_TRUE(inbox[1].messages[i].second == Pattern(0, 1, static_cast<int>(i), sizes[i])) << "message " << i;
+  }
+}
+
 // 200,000 small messages each way at once: every wake-up race between a sleeping reader and a
 // publishing writer would show as a stall (the hang guard) or a loss.
 TEST(ShmTransportTest, ManySmallMessagesBothWays) {

@@ -34,6 +34,10 @@ std::string TrainerUsage() {
   return R"(oltrain: trains a model job end to end on oneflow_like (compile -> plan -> actors).
 All ranks of the plan run inside THIS process as threads (one Runtime per rank, loopback
 transport); a layout with N ranks needs no launcher, but shares this machine's cores.
+Under tools/olrun (WORLD_SIZE set) this process runs one rank; ranks of the same node exchange
+data through shared memory and the others over TCP (OL_TRANSPORT=shm, the default;
+OL_TRANSPORT=tcp: TCP for every pair; OL_TRANSPORT=ibverbs: RDMA; OL_SHM_RING_MB=16: the ring of
+each same-node edge). See docs/distributed.md for the environment variables.
 
 Usage: oltrain [--flag=value | --flag value]...
 

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# 2-process data parallel, side by side: oneflow_like (tools/olrun, 2 processes, dp=2 over TCP)
+# 2-process data parallel, side by side: oneflow_like (tools/olrun, 2 processes, dp=2; shared memory
+# between them unless OL_TRANSPORT=tcp)
 # vs PyTorch 1.13 DDP with gloo (tools/bench/peers/launch.py + ddp_bench.py), for W1 (mlp) and
 # W2 (gpt-tiny), same global batch (256 rows / 8 sequences), one thread per process, the two
 # systems alternating (which goes first flips every round). Prints one line per run and the
@@ -11,6 +12,10 @@
 #                              rotation each round; the summary adds its median and ratio
 #   OURS_FLAGS="..."           extra oltrain flags for our runs, e.g. "--boxing=collective --bucket_mb=4"
 #                              (default: none, i.e. point-to-point boxing)
+#   OURS_ALT_ENV="A=x B=y"     a second configuration of ours given as environment assignments,
+#                              e.g. "OL_TRANSPORT=tcp" (the default is shared memory between the
+#                              2 processes), run in the same rotation each round; the summary adds
+#                              its median and ratio. (The environment reaches olrun and oltrain.)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 rounds=3
@@ -32,7 +37,7 @@ fi
 export OLRUN_TRAINER="$OLTRAIN" OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 OMP_WAIT_POLICY=PASSIVE
 port() { /usr/bin/python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
 
-ours() {  # $1 = mlp | gpt [$2 = oltrain binary] -> ms per step (median over the timed steps)
+ours() {  # $1 = mlp | gpt [$2 = oltrain binary] [$3 = environment assignments] -> ms per step (median)
   local flags
   if [ "$1" = mlp ]; then
     flags=(--config configs/mlp.cfg --model=mlp --width=1024 --depth=4 --batch=256 --lr=0.01 --dp=2 --steps=15 --warmup=3)
@@ -41,7 +46,8 @@ ours() {  # $1 = mlp | gpt [$2 = oltrain binary] -> ms per step (median over the
            --batch=8 --lr=3e-4 --data=synthetic --dp=2 --steps=12 --warmup=3)
   fi
   # shellcheck disable=SC2086  # OURS_FLAGS is a list of flags
-  OLRUN_TRAINER="${2:-$OLTRAIN}" tools/olrun --nproc-per-node 2 --master-addr 127.0.0.1 --master-port "$(port)" "${flags[@]}" ${OURS_FLAGS:-} 2>&1 \
+  # shellcheck disable=SC2086  # $3 is a list of assignments
+  env OLRUN_TRAINER="${2:-$OLTRAIN}" ${3:-} tools/olrun --nproc-per-node 2 --master-addr 127.0.0.1 --master-port "$(port)" "${flags[@]}" ${OURS_FLAGS:-} 2>&1 \
     | sed -n 's/.*RESULT median_ms_per_step=\([0-9.]*\).*/\1/p'
 }
 ddp() {
@@ -50,14 +56,18 @@ ddp() {
 }
 median() { sort -g | awk '{v[NR]=$1} END {print (NR%2 ? v[(NR+1)/2] : (v[NR/2]+v[NR/2+1])/2)}'; }
 
-declare -A ours_ms ddp_ms before_ms
+declare -A ours_ms ddp_ms before_ms alt_ms
 for w in $workloads; do
   for r in $(seq 1 "$rounds"); do
-    if [ $((r % 2)) -eq 1 ]; then a=$(ours "$w"); b=$(ddp "$w"); else b=$(ddp "$w"); a=$(ours "$w"); fi
+    alt() { if [ -n "${OURS_ALT_ENV:-}" ]; then d=$(ours "$w" "$OLTRAIN" "$OURS_ALT_ENV"); fi; }
+    if [ $((r % 2)) -eq 1 ]; then a=$(ours "$w"); alt; b=$(ddp "$w"); else b=$(ddp "$w"); alt; a=$(ours "$w"); fi
     [ -n "$a" ] && [ -n "$b" ] || { echo "ddp_bench: a run printed no result (ours '$a', ddp '$b')" >&2; exit 1; }
     extra=""
     if [ -n "${OLTRAIN_BEFORE:-}" ]; then
       c=$(ours "$w" "$OLTRAIN_BEFORE"); before_ms[$w]+="$c "; extra="   before ${c} ms/step"
+    fi
+    if [ -n "${OURS_ALT_ENV:-}" ]; then
+      alt_ms[$w]+="$d "; extra="${extra}   ${OURS_ALT_ENV} ${d} ms/step"
     fi
     echo "round $r $w: oneflow_like ${a} ms/step   torch DDP gloo ${b} ms/step${extra}"
     ours_ms[$w]+="$a "; ddp_ms[$w]+="$b "
@@ -71,5 +81,9 @@ for w in $workloads; do
   if [ -n "${OLTRAIN_BEFORE:-}" ]; then
     c=$(tr ' ' '\n' <<<"${before_ms[$w]}" | grep . | median)
     printf '%-4s before       %8.2f ms   torch DDP %8.2f ms   ratio %.2f  (OLTRAIN_BEFORE)\n' "$w" "$c" "$b" "$(awk -v a="$c" -v b="$b" 'BEGIN {print a / b}')"
+  fi
+  if [ -n "${OURS_ALT_ENV:-}" ]; then
+    d=$(tr ' ' '\n' <<<"${alt_ms[$w]}" | grep . | median)
+    printf '%-4s oneflow_like %8.2f ms   torch DDP %8.2f ms   ratio %.2f  (%s)\n' "$w" "$d" "$b" "$(awk -v a="$d" -v b="$b" 'BEGIN {print a / b}')" "$OURS_ALT_ENV"
   fi
 done

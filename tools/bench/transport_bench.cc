@@ -1,11 +1,13 @@
 // transport_bench: throughput and latency of comm/TcpTransport between two ranks in ONE process
-// over loopback (127.0.0.1), to compare with iperf3 on the same machine (transport_bench.sh).
+// over loopback (127.0.0.1), to compare with iperf3 on the same machine (transport_bench.sh);
+// with --shm 1 the same figures for comm/ShmTransport (shared-memory rings, --ring_megabytes
+// each, 16 by default; what oltrain uses between the ranks of a node).
 //
 //   (1) throughput: rank 0 sends messages of 1 KiB, 64 KiB, 1 MiB, 16 MiB and 64 MiB to rank 1,
 //       keeping a window of at most --window_bytes in flight (the receiver counts delivered
 //       bytes; the sender waits while sent - delivered > window). GB/s = payload bytes / time
 //       from the first Send until the last byte is delivered (1 GB = 1e9 bytes). Every byte is
-//       CRC-checked on the way, exactly as in a job.
+//       CRC-checked on the way (TCP), exactly as in a job.
 //       Also as the actor runtime sends: a one-slot register with SendRegistered (a 29-byte
 //       prefix, the payload written from where it lies, never waiting), and a multi-slot one
 //       copied once into a buffer from TakeBuffer and handed over with SendOwned.
@@ -30,6 +32,7 @@
 #include <string>
 #include <vector>
 
+#include "oneflow_like/comm/shm_transport.h"
 #include "oneflow_like/comm/tcp_transport.h"
 
 namespace oneflow_like {
@@ -43,6 +46,8 @@ struct Flags {
   int64_t megabytes = 1024;                  // payload per size and round (1 KiB: a tenth)
   int64_t window_bytes = int64_t{64} << 20;  // in flight
   int pings = 5000;
+  bool shm = false;                           // ShmTransport instead of TcpTransport
+  int64_t ring_bytes = int64_t{16} << 20;
   std::vector<size_t> sizes = {size_t{1} << 10, size_t{64} << 10, size_t{1} << 20, size_t{16} << 20, size_t{64} << 20};
 };
 
@@ -61,19 +66,11 @@ void Check(const absl::Status& status, const char* what) {
 class Bench {
  public:
   explicit Bench(const Flags& flags) : flags_(flags) {
-    for (int r = 0; r < 2; ++r) {
-      TcpTransportOptions options;
-      options.rank = r;
-      options.world_size = 2;
-      options.job_token = "transport-bench";
-      absl::StatusOr<std::unique_ptr<TcpTransport>> t = TcpTransport::Listen(options);
-      Check(t.status(), "listen");
-      ranks_[r] = std::move(*t);
+    if (flags.shm) {
+      ConnectShm();
+    } else {
+      ConnectTcp();
     }
-    const std::vector<std::string> endpoints = {ranks_[0]->endpoint(), ranks_[1]->endpoint()};
-    auto connected = std::async(std::launch::async, [&] { return ranks_[1]->Connect(endpoints); });
-    Check(ranks_[0]->Connect(endpoints), "connect rank 0");
-    Check(connected.get(), "connect rank 1");
     ranks_[1]->SetReceiver([this](Rank, absl::string_view payload) {
       if (ponging_) {
         Check(ranks_[1]->Send(Rank(0), payload), "pong");
@@ -88,7 +85,46 @@ class Bench {
 
   ~Bench() {
     // Tearing down one rank breaks the other's link: expected here, so not reported.
-    for (auto& rank : ranks_) rank->SetErrorHandler([](const absl::Status&) {});
+    for (int r = 0; r < 2; ++r) {
+      if (tcp_[r] != nullptr) tcp_[r]->SetErrorHandler([](const absl::Status&) {});
+      if (shm_[r] != nullptr) shm_[r]->SetErrorHandler([](const absl::Status&) {});
+    }
+  }
+
+  void ConnectTcp() {
+    for (int r = 0; r < 2; ++r) {
+      TcpTransportOptions options;
+      options.rank = r;
+      options.world_size = 2;
+      options.job_token = "transport-bench";
+      absl::StatusOr<std::unique_ptr<TcpTransport>> t = TcpTransport::Listen(options);
+      Check(t.status(), "listen");
+      tcp_[r] = t->get();
+      ranks_[r] = std::move(*t);
+    }
+    const std::vector<std::string> endpoints = {tcp_[0]->endpoint(), tcp_[1]->endpoint()};
+    auto connected = std::async(std::launch::async, [&] { return tcp_[1]->Connect(endpoints); });
+    Check(tcp_[0]->Connect(endpoints), "connect rank 0");
+    Check(connected.get(), "connect rank 1");
+  }
+
+  void ConnectShm() {
+    for (int r = 0; r < 2; ++r) {
+      ShmTransportOptions options;
+      options.rank = r;
+      options.world_size = 2;
+      options.peers = {1 - r};
+      options.job_token = "transport-bench";
+      options.ring_bytes = static_cast<uint64_t>(flags_.ring_bytes);
+      absl::StatusOr<std::unique_ptr<ShmTransport>> t = ShmTransport::Listen(options);
+      Check(t.status(), "listen");
+      shm_[r] = t->get();
+      ranks_[r] = std::move(*t);
+    }
+    const std::vector<std::string> endpoints = {shm_[0]->endpoint(), shm_[1]->endpoint()};
+    auto connected = std::async(std::launch::async, [&] { return shm_[1]->Connect(endpoints); });
+    Check(shm_[0]->Connect(endpoints), "connect rank 0");
+    Check(connected.get(), "connect rank 1");
   }
 
   // GB/s for one round of `size`-byte messages; mode 0: Send, 1: copy + SendOwned, 2:
@@ -157,7 +193,9 @@ class Bench {
   }
 
   const Flags flags_;
-  std::unique_ptr<TcpTransport> ranks_[2];
+  std::unique_ptr<Transport> ranks_[2];
+  TcpTransport* tcp_[2] = {nullptr, nullptr};
+  ShmTransport* shm_[2] = {nullptr, nullptr};
   std::atomic<int64_t> delivered_bytes_{0};
   std::mutex mu_;
   std::condition_variable changed_;
@@ -179,14 +217,22 @@ int Main(int argc, char** argv) {
     else if (name == "--window_megabytes") flags.window_bytes = value << 20;
     else if (name == "--pings") flags.pings = static_cast<int>(value);
     else if (name == "--size") flags.sizes = {static_cast<size_t>(value)};
+    else if (name == "--shm") flags.shm = value != 0;
+    else if (name == "--ring_megabytes") flags.ring_bytes = value << 20;
     else {
-      std::fprintf(stderr, "usage: transport_bench [--rounds N] [--megabytes M] [--window_megabytes W] [--pings P] [--size BYTES]\n");
+      std::fprintf(stderr, "usage: transport_bench [--rounds N] [--megabytes M] [--window_megabytes W] [--pings P] "
+                           "[--size BYTES] [--shm 0|1] [--ring_megabytes R]\n");
       return 2;
     }
   }
   Bench bench(flags);
   bench.Throughput(1 << 20);  // warm-up
-  std::printf("TcpTransport, 2 ranks in one process over 127.0.0.1, median of %d rounds\n", flags.rounds);
+  if (flags.shm) {
+    std::printf("ShmTransport (%lld MiB rings), 2 ranks in one process, median of %d rounds\n",
+                static_cast<long long>(flags.ring_bytes >> 20), flags.rounds);
+  } else {
+    std::printf("TcpTransport, 2 ranks in one process over 127.0.0.1, median of %d rounds\n", flags.rounds);
+  }
   for (size_t size : flags.sizes) {
     std::vector<double> rounds;
     for (int r = 0; r < flags.rounds; ++r) rounds.push_back(bench.Throughput(size));

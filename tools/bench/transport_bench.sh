@@ -4,6 +4,8 @@
 # messages and 64-byte ping-pong latency) between two iperf3 runs (one TCP stream, default
 # 128 KiB writes, --seconds each), and prints our GB/s next to iperf3's mean and the ratio. Goal: >= 0.70 of iperf3 for
 # large messages. Machines here are shared: run it when the load is low, compare ratios.
+# Then the same figures for ShmTransport (the shared-memory transport oltrain uses between the
+# ranks of a node), against the same iperf3 mean for scale.
 #
 # Usage: tools/bench/transport_bench.sh [--rounds 3] [--megabytes 1024] [--seconds 5]
 #   OUTPUT_BASE=...   Bazel output base for the build (default: tools/bazel.sh's)
@@ -80,3 +82,12 @@ echo "${OURS}" | awk -v iperf="${IPERF}" '$1 == "result" && $2 == "registered_th
   printf "%-14s %12.2f %12.2f %8.2f   (SendRegistered, zero copy: the runtime, one-slot registers)\n", label, $4, iperf, $4 / iperf }'
 echo "${OURS}" | awk '$1 == "result" && $2 == "latency_us" {
   printf "64-byte round trip: median %.1f us, p99 %.1f us\n", $3, $4 }'
+echo
+SHM="$("${BENCH}" --shm 1 --rounds "${ROUNDS}" --megabytes "${MEGABYTES}")"
+echo "${SHM}"
+printf "%-14s %12s %12s %8s\n" "message size" "shm GB/s" "iperf3 GB/s" "ratio"
+echo "${SHM}" | awk -v iperf="${IPERF}" '$1 == "result" && $2 ~ /throughput$/ {
+  size = $3; label = (size >= 1048576) ? (size / 1048576) " MiB" : (size / 1024) " KiB";
+  printf "%-14s %12.2f %12.2f %8.2f   (%s)\n", label, $4, iperf, $4 / iperf, $2 }'
+echo "${SHM}" | awk '$1 == "result" && $2 == "latency_us" {
+  printf "shm 64-byte round trip: median %.1f us, p99 %.1f us\n", $3, $4 }'
