@@ -21,6 +21,7 @@
 #include "gtest/gtest.h"
 #include "oneflow_like/comm/shm_ring.h"
 #include "oneflow_like/comm/tcp_hello.h"
+#include "oneflow_like/comm/transport_testing.h"
 #include "oneflow_like/comm/unix_socket.h"
 
 namespace oneflow_like {
@@ -29,43 +30,12 @@ namespace {
 
 using ::testing::HasSubstr;
 constexpr char kToken[] = "test-job-token";
-constexpr auto kHangGuard = std::chrono::seconds(30);  // generous: only catches hangs
-constexpr uint64_t kSmallRing = uint64_t{1} << 20;     // 1 MiB: large messages span records and wrap
-
-struct Inbox {
-  std::mutex mu;
-  std::condition_variable changed;
-  std::vector<std::pair<int, std::string>> messages;  // (from, payload)
-  Transport::Receiver Receiver() {
-    return [this](Rank from, absl::string_view payload) {
-      std::lock_guard<std::mutex> lock(mu);
-      messages.emplace_back(from.value(), std::string(payload));
-      changed.notify_all();
-    };
-  }
-  bool WaitFor(size_t count) {
-    std::unique_lock<std::mutex> lock(mu);
-    return changed.wait_for(lock, kHangGuard, [&] { return messages.size() >= count; });
-  }
-};
-
-struct Errors {
-  std::mutex mu;
-  std::condition_variable changed;
-  std::vector<absl::Status> statuses;
-  std::function<void(const absl::Status&)> Handler() {
-    return [this](const absl::Status& status) {
-      std::lock_guard<std::mutex> lock(mu);
-      statuses.push_back(status);
-      changed.notify_all();
-    };
-  }
-  absl::Status WaitForFirst() {
-    std::unique_lock<std::mutex> lock(mu);
-    if (!changed.wait_for(lock, kHangGuard, [&] { return !statuses.empty(); })) return absl::OkStatus();
-    return statuses.front();
-  }
-};
+constexpr uint64_t kSmallRing = uint64_t{1} << 20;  // 1 MiB: large messages span records and wrap
+using testing_util::Errors;
+using testing_util::Inbox;
+using testing_util::kHangGuard;
+using testing_util::MessageSize;
+using testing_util::Pattern;
 
 ShmTransportOptions Options(int32_t rank, int32_t world_size, uint64_t ring_bytes = kSmallRing) {
   ShmTransportOptions options;
@@ -103,21 +73,10 @@ void ConnectAll(const std::vector<std::unique_ptr<ShmTransport>>& world) {
   }
 }
 
-std::string Pattern(int from, int to, int index, size_t size) {
-  std::string bytes(size, '\0');
-  uint64_t x = 0x9E3779B97F4A7C15ull * static_cast<uint64_t>(from * 1000003 + to * 1009 + index + 1);
-  for (size_t i = 0; i < size; ++i) {
-    x ^= x << 13;
-    x ^= x >> 7;
-    x ^= x << 17;
-    bytes[i] = static_cast<char>(x);
-  }
-  return bytes;
-}
-
-size_t MessageSize(int index) {
-  const size_t sizes[] = {0, 1, 100, 0, 70000, 5 * 1024 * 1024 + 3, 40, 262080};
-  return sizes[index % 8];
+std::vector<Transport*> Raw(const std::vector<std::unique_ptr<ShmTransport>>& world) {
+  std::vector<Transport*> raw;
+  for (const auto& t : world) raw.push_back(t.get());
+  return raw;
 }
 
 TEST(ShmTransportTest, TwoRanksDeliverInOrderIncludingLargeAndEmptyPayloads) {
@@ -149,26 +108,7 @@ TEST(ShmTransportTest, FourRanksAllToAllKeepPerEdgeOrder) {
   ASSERT_EQ(world.size(), 4u);
   for (int r = 0; r < 4; ++r) world[r]->SetReceiver(inbox[r].Receiver());
   ConnectAll(world);
-  constexpr int kMessages = 40;  // per edge, self edges included
-  auto size_of = [](int i) -> size_t { return i == 7 ? 3 * 1024 * 1024 : (i % 5 == 0 ? 0 : 16 + i); };
-  std::vector<std::thread> senders;
-  for (int r = 0; r < 4; ++r) {
-    senders.emplace_back([&world, &size_of, r] {
-      for (int i = 0; i < kMessages; ++i) {
-        for (int to = 0; to < 4; ++to) ASSERT_TRUE(world[r]->Send(Rank(to), Pattern(r, to, i, size_of(i))).ok());
-      }
-    });
-  }
-  for (std::thread& t : senders) t.join();
-  for (int r = 0; r < 4; ++r) {
-    ASSERT_TRUE(inbox[r].WaitFor(4 * kMessages));
-    std::vector<int> next(4, 0);
-    for (const auto& [from, payload] : inbox[r].messages) {
-      const int i = next[from]++;
-      EXPECT_TRUE(payload == Pattern(from, r, i, size_of(i))) << "edge " << from << " -> " << r << " message " << i;
-    }
-    EXPECT_EQ(next, std::vector<int>(4, kMessages)) << "rank " << r;
-  }
+  testing_util::ExpectAllToAllKeepsPerEdgeOrder(Raw(world), inbox);
 }
 
 TEST(ShmTransportTest, SimultaneousLargeSendsInBothDirectionsDoNotDeadlock) {
@@ -177,19 +117,7 @@ TEST(ShmTransportTest, SimultaneousLargeSendsInBothDirectionsDoNotDeadlock) {
   ASSERT_EQ(world.size(), 2u);
   for (int r = 0; r < 2; ++r) world[r]->SetReceiver(inbox[r].Receiver());
   ConnectAll(world);
-  constexpr int kMessages = 6;
-  constexpr size_t kSize = 12 * 1024 * 1024;  // twelve times the ring
-  std::vector<std::thread> senders;
-  for (int r = 0; r < 2; ++r) {
-    senders.emplace_back([&world, r] {
-      for (int i = 0; i < kMessages; ++i) ASSERT_TRUE(world[r]->Send(Rank(1 - r), Pattern(r, 1 - r, i, kSize)).ok());
-    });
-  }
-  for (std::thread& t : senders) t.join();
-  for (int r = 0; r < 2; ++r) {
-    ASSERT_TRUE(inbox[r].WaitFor(kMessages)) << "rank " << r << " stalled";
-    for (int i = 0; i < kMessages; ++i) EXPECT_TRUE(inbox[r].messages[i].second == Pattern(1 - r, r, i, kSize));
-  }
+  testing_util::ExpectLargeSendsBothWaysDoNotDeadlock(Raw(world), inbox, 12 * 1024 * 1024, 6);  // 12 x the ring
 }
 
 // Messages of several records, each smaller than the one before (the reassembly buffer keeps
@@ -244,29 +172,7 @@ TEST(ShmTransportTest, SendOwnedInterleavedWithSendKeepsOrderAndNeverWaits) {
   auto world = ListenAll(2);
   ASSERT_EQ(world.size(), 2u);
   ConnectAll(world);
-  constexpr int kMessages = 12;
-  auto size_of = [](int i) -> size_t { return i % 3 == 0 ? 6 * 1024 * 1024 : (i % 3 == 1 ? 0 : 100 + i); };
-  for (int i = 0; i < kMessages; ++i) {
-    for (int r = 0; r < 2; ++r) ASSERT_TRUE(world[r]->SendOwned(Rank(1 - r), Pattern(r, 1 - r, i, size_of(i))).ok());
-  }
-  for (int r = 0; r < 2; ++r) world[r]->SetReceiver(inbox[r].Receiver());
-  std::vector<std::thread> senders;
-  for (int r = 0; r < 2; ++r) {
-    senders.emplace_back([&world, &size_of, r] {
-      for (int i = kMessages; i < 2 * kMessages; ++i) {
-        const std::string payload = Pattern(r, 1 - r, i, size_of(i));
-        ASSERT_TRUE((i % 2 ? world[r]->Send(Rank(1 - r), payload) : world[r]->SendOwned(Rank(1 - r), payload)).ok());
-      }
-    });
-  }
-  for (std::thread& t : senders) t.join();
-  for (int r = 0; r < 2; ++r) {
-    ASSERT_TRUE(inbox[r].WaitFor(2 * kMessages)) << "rank " << r << " stalled";
-    for (int i = 0; i < 2 * kMessages; ++i) {
-      EXPECT_TRUE(inbox[r].messages[i].second == Pattern(1 - r, r, i, size_of(i))) << "rank " << r << " message " << i;
-    }
-  }
-  EXPECT_EQ(world[0]->SendOwned(Rank(7), "x").code(), absl::StatusCode::kInvalidArgument);
+  testing_util::ExpectSendOwnedInterleavedWithSendKeepsOrder(Raw(world), inbox);
 }
 
 // SendRegistered queues a view of the caller's memory when the ring is full; UnregisterMemory
@@ -276,20 +182,7 @@ TEST(ShmTransportTest, SendRegisteredAndUnregisterDetachesQueuedBytes) {
   auto world = ListenAll(2);
   ASSERT_EQ(world.size(), 2u);
   ConnectAll(world);  // no receiver on rank 1 yet: the ring fills, the rest is queued
-  std::string registers = Pattern(0, 1, 0, 16 << 20);
-  const std::string original = registers;
-  ASSERT_TRUE(world[0]->RegisterMemory(registers.data(), registers.size()).ok());
-  ASSERT_TRUE(world[0]->SendRegistered(Rank(1), "prefix-1:", absl::string_view(registers).substr(0, 100)).ok());
-  ASSERT_TRUE(world[0]->SendRegistered(Rank(1), "prefix-2:", registers).ok());
-  ASSERT_TRUE(world[0]->SendRegistered(Rank(1), "", absl::string_view(registers).substr(5, 0)).ok());
-  world[0]->UnregisterMemory(registers.data(), registers.size());
-  std::fill(registers.begin(), registers.end(), 'X');
-  world[1]->SetReceiver(inbox[1].Receiver());
-  ASSERT_TRUE(inbox[1].WaitFor(3));
-  EXPECT_TRUE(inbox[1].messages[0].second == "prefix-1:" + original.substr(0, 100));
-  EXPECT_TRUE(inbox[1].messages[1].second == "prefix-2:" + original);
-  EXPECT_EQ(inbox[1].messages[2].second, "");
-  EXPECT_EQ(world[0]->SendRegistered(Rank(9), "x", "y").code(), absl::StatusCode::kInvalidArgument);
+  testing_util::ExpectSendRegisteredSurvivesUnregister(Raw(world), &inbox[1], 16 << 20);
 }
 
 TEST(ShmTransportTest, SelfSendAndMessagesBeforeTheReceiverAreDeliveredInOrder) {

@@ -20,6 +20,7 @@
 #include "gtest/gtest.h"
 #include "oneflow_like/comm/crc32c.h"
 #include "oneflow_like/comm/tcp_hello.h"
+#include "oneflow_like/comm/transport_testing.h"
 
 namespace oneflow_like {
 namespace comm {
@@ -27,44 +28,15 @@ namespace {
 
 using ::testing::HasSubstr;
 constexpr char kToken[] = "test-job-token";
-constexpr auto kHangGuard = std::chrono::seconds(30);  // generous: only catches hangs
-
-// Records deliveries; waits (with a hang guard) for a count.
-struct Inbox {
-  std::mutex mu;
-  std::condition_variable changed;
-  std::vector<std::pair<int, std::string>> messages;  // (from, payload)
-  Transport::Receiver Receiver() {
-    return [this](Rank from, absl::string_view payload) {
-      std::lock_guard<std::mutex> lock(mu);
-      messages.emplace_back(from.value(), std::string(payload));
-      changed.notify_all();
-    };
-  }
-  bool WaitFor(size_t count) {
-    std::unique_lock<std::mutex> lock(mu);
-    return changed.wait_for(lock, kHangGuard, [&] { return messages.size() >= count; });
-  }
-};
-
-// Records error-handler calls.
-struct Errors {
-  std::mutex mu;
-  std::condition_variable changed;
-  std::vector<absl::Status> statuses;
-  std::function<void(const absl::Status&)> Handler() {
-    return [this](const absl::Status& status) {
-      std::lock_guard<std::mutex> lock(mu);
-      statuses.push_back(status);
-      changed.notify_all();
-    };
-  }
-  absl::Status WaitForFirst() {
-    std::unique_lock<std::mutex> lock(mu);
-    if (!changed.wait_for(lock, kHangGuard, [&] { return !statuses.empty(); })) return absl::OkStatus();
-    return statuses.front();
-  }
-};
+using testing_util::Errors;
+using testing_util::ExpectAllToAllKeepsPerEdgeOrder;
+using testing_util::ExpectLargeSendsBothWaysDoNotDeadlock;
+using testing_util::ExpectSendOwnedInterleavedWithSendKeepsOrder;
+using testing_util::ExpectSendRegisteredSurvivesUnregister;
+using testing_util::Inbox;
+using testing_util::kHangGuard;
+using testing_util::MessageSize;
+using testing_util::Pattern;
 
 TcpTransportOptions Options(int32_t rank, int32_t world_size) {
   TcpTransportOptions options;
@@ -93,6 +65,12 @@ std::vector<std::string> Endpoints(const std::vector<std::unique_ptr<TcpTranspor
   return endpoints;
 }
 
+std::vector<Transport*> Raw(const std::vector<std::unique_ptr<TcpTransport>>& world) {
+  std::vector<Transport*> raw;
+  for (const auto& t : world) raw.push_back(t.get());
+  return raw;
+}
+
 // Connects every rank concurrently (Connect blocks until all of a rank's links are up).
 void ConnectAll(const std::vector<std::unique_ptr<TcpTransport>>& world) {
   const std::vector<std::string> endpoints = Endpoints(world);
@@ -104,24 +82,6 @@ void ConnectAll(const std::vector<std::unique_ptr<TcpTransport>>& world) {
     const absl::Status status = result.get();
     EXPECT_TRUE(status.ok()) << status;
   }
-}
-
-// Deterministic bytes of message `index` (depends on every argument).
-std::string Pattern(int from, int to, int index, size_t size) {
-  std::string bytes(size, '\0');
-  uint64_t x = 0x9E3779B97F4A7C15ull * static_cast<uint64_t>(from * 1000003 + to * 1009 + index + 1);
-  for (size_t i = 0; i < size; ++i) {
-    x ^= x << 13;
-    x ^= x >> 7;
-    x ^= x << 17;
-    bytes[i] = static_cast<char>(x);
-  }
-  return bytes;
-}
-
-size_t MessageSize(int index) {
-  const size_t sizes[] = {0, 1, 100, 0, 70000, 5 * 1024 * 1024 + 3, 40, 0};
-  return sizes[index % 8];
 }
 
 // A blocking client socket connected to `endpoint`, with a receive timeout as hang guard.
@@ -210,29 +170,7 @@ TEST(TcpTransportTest, FourRanksAllToAllKeepPerEdgeOrder) {
   ASSERT_EQ(world.size(), 4u);
   for (int r = 0; r < 4; ++r) world[r]->SetReceiver(inbox[r].Receiver());
   ConnectAll(world);
-  constexpr int kMessages = 40;  // per edge, self edges included
-  std::vector<std::thread> senders;
-  for (int r = 0; r < 4; ++r) {
-    senders.emplace_back([&world, r] {
-      for (int i = 0; i < kMessages; ++i) {
-        for (int to = 0; to < 4; ++to) {
-          const size_t size = i == 7 ? 3 * 1024 * 1024 : (i % 5 == 0 ? 0 : 16 + i);
-          ASSERT_TRUE(world[r]->Send(Rank(to), Pattern(r, to, i, size)).ok());
-        }
-      }
-    });
-  }
-  for (std::thread& t : senders) t.join();
-  for (int r = 0; r < 4; ++r) {
-    ASSERT_TRUE(inbox[r].WaitFor(4 * kMessages));
-    std::vector<int> next(4, 0);
-    for (const auto& [from, payload] : inbox[r].messages) {
-      const int i = next[from]++;
-      const size_t size = i == 7 ? 3 * 1024 * 1024 : (i % 5 == 0 ? 0 : 16 + i);
-      EXPECT_TRUE(payload == Pattern(from, r, i, size)) << "edge " << from << " -> " << r << " message " << i;
-    }
-    EXPECT_EQ(next, std::vector<int>(4, kMessages)) << "rank " << r;
-  }
+  ExpectAllToAllKeepsPerEdgeOrder(Raw(world), inbox);
 }
 
 TEST(TcpTransportTest, SimultaneousLargeSendsInBothDirectionsDoNotDeadlock) {
@@ -241,19 +179,7 @@ TEST(TcpTransportTest, SimultaneousLargeSendsInBothDirectionsDoNotDeadlock) {
   ASSERT_EQ(world.size(), 2u);
   for (int r = 0; r < 2; ++r) world[r]->SetReceiver(inbox[r].Receiver());
   ConnectAll(world);
-  constexpr int kMessages = 6;
-  constexpr size_t kSize = 12 * 1024 * 1024;  // far beyond the socket buffers
-  std::vector<std::thread> senders;
-  for (int r = 0; r < 2; ++r) {
-    senders.emplace_back([&world, r] {
-      for (int i = 0; i < kMessages; ++i) ASSERT_TRUE(world[r]->Send(Rank(1 - r), Pattern(r, 1 - r, i, kSize)).ok());
-    });
-  }
-  for (std::thread& t : senders) t.join();
-  for (int r = 0; r < 2; ++r) {
-    ASSERT_TRUE(inbox[r].WaitFor(kMessages)) << "rank " << r << " stalled";
-    for (int i = 0; i < kMessages; ++i) EXPECT_TRUE(inbox[r].messages[i].second == Pattern(1 - r, r, i, kSize));
-  }
+  ExpectLargeSendsBothWaysDoNotDeadlock(Raw(world), inbox, 12 * 1024 * 1024, 6);  // far beyond the socket buffers
 }
 
 // SendOwned (queued, written by the I/O thread) mixed with Send on the same edges, both ways at
@@ -264,33 +190,7 @@ TEST(TcpTransportTest, SendOwnedInterleavedWithSendKeepsOrderAndNeverWaits) {
   auto world = ListenAll(2);
   ASSERT_EQ(world.size(), 2u);
   ConnectAll(world);
-  constexpr int kMessages = 12;
-  auto size_of = [](int i) -> size_t { return i % 3 == 0 ? 6 * 1024 * 1024 : (i % 3 == 1 ? 0 : 100 + i); };
-  // No receivers yet: frames pile up in the kernel and the links' queues. Only SendOwned here,
-  // so none of these calls may block.
-  for (int i = 0; i < kMessages; ++i) {
-    for (int r = 0; r < 2; ++r) {
-      ASSERT_TRUE(world[r]->SendOwned(Rank(1 - r), Pattern(r, 1 - r, i, size_of(i))).ok());
-    }
-  }
-  for (int r = 0; r < 2; ++r) world[r]->SetReceiver(inbox[r].Receiver());
-  std::vector<std::thread> senders;  // then Send and SendOwned alternating, concurrently
-  for (int r = 0; r < 2; ++r) {
-    senders.emplace_back([&world, &size_of, r] {
-      for (int i = kMessages; i < 2 * kMessages; ++i) {
-        const std::string payload = Pattern(r, 1 - r, i, size_of(i));
-        ASSERT_TRUE((i % 2 ? world[r]->Send(Rank(1 - r), payload) : world[r]->SendOwned(Rank(1 - r), payload)).ok());
-      }
-    });
-  }
-  for (std::thread& t : senders) t.join();
-  for (int r = 0; r < 2; ++r) {
-    ASSERT_TRUE(inbox[r].WaitFor(2 * kMessages)) << "rank " << r << " stalled";
-    for (int i = 0; i < 2 * kMessages; ++i) {
-      EXPECT_TRUE(inbox[r].messages[i].second == Pattern(1 - r, r, i, size_of(i))) << "rank " << r << " message " << i;
-    }
-  }
-  EXPECT_EQ(world[0]->SendOwned(Rank(7), "x").code(), absl::StatusCode::kInvalidArgument);
+  ExpectSendOwnedInterleavedWithSendKeepsOrder(Raw(world), inbox);
 }
 
 // SendRegistered writes the payload from where it lies (no copy) after the prefix; once
@@ -301,20 +201,7 @@ TEST(TcpTransportTest, SendRegisteredIsZeroCopyAndUnregisterDetachesQueuedBytes)
   auto world = ListenAll(2);
   ASSERT_EQ(world.size(), 2u);
   ConnectAll(world);  // no receiver yet on rank 1: its I/O thread still reads and holds frames
-  std::string registers = Pattern(0, 1, 0, 64 << 20);  // far more than the socket takes at once
-  const std::string original = registers;
-  ASSERT_TRUE(world[0]->RegisterMemory(registers.data(), registers.size()).ok());
-  ASSERT_TRUE(world[0]->SendRegistered(Rank(1), "prefix-1:", absl::string_view(registers).substr(0, 100)).ok());
-  ASSERT_TRUE(world[0]->SendRegistered(Rank(1), "prefix-2:", registers).ok());
-  ASSERT_TRUE(world[0]->SendRegistered(Rank(1), "", absl::string_view(registers).substr(5, 0)).ok());
-  world[0]->UnregisterMemory(registers.data(), registers.size());
-  std::fill(registers.begin(), registers.end(), 'X');  // what was not yet written was copied
-  world[1]->SetReceiver(inbox[1].Receiver());
-  ASSERT_TRUE(inbox[1].WaitFor(3));
-  EXPECT_TRUE(inbox[1].messages[0].second == "prefix-1:" + original.substr(0, 100));
-  EXPECT_TRUE(inbox[1].messages[1].second == "prefix-2:" + original);
-  EXPECT_EQ(inbox[1].messages[2].second, "");
-  EXPECT_EQ(world[0]->SendRegistered(Rank(9), "x", "y").code(), absl::StatusCode::kInvalidArgument);
+  ExpectSendRegisteredSurvivesUnregister(Raw(world), &inbox[1], 64 << 20);  // far more than the socket takes
 }
 
 TEST(SparePayloadsTest, ReusesLargeBuffersWithinBounds) {
