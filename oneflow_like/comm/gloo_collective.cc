@@ -1,5 +1,7 @@
 #include "oneflow_like/comm/gloo_collective.h"
 
+#include <arpa/inet.h>
+
 #include <algorithm>
 #include <chrono>
 #include <exception>
@@ -335,6 +337,11 @@ absl::StatusOr<std::unique_ptr<CollectiveBackend>> CreateGlooBackend(RendezvousS
                                                    "], not ", options.channel_bits));
   }
   if (options.transport == GlooTransport::kOl) {
+    in_addr address;
+    if (inet_pton(AF_INET, options.hostname.c_str(), &address) != 1) {
+      return absl::InvalidArgumentError(absl::StrCat("gloo: hostname '", options.hostname,
+                                                     "' is not a numeric IPv4 address (the ol transport listens there)"));
+    }
     if (options.job_token.empty() && rank == 0) {  // a token of this backend's world, shared through the store
       RETURN_IF_ERROR(store->Set(GlooBackend::kTokenKey, RandomToken()));
     }

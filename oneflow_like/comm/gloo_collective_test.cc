@@ -261,6 +261,40 @@ TEST_P(GlooCollective, ConnectRefusesAGroupWithoutThisRank) {
   EXPECT_FALSE(CreateGlooBackend(nullptr, 0, 1).ok());
 }
 
+TEST(GlooCollectiveOptions, TransportNamesAndOurTransportsAddressAreChecked) {
+  EXPECT_EQ(*ParseGlooTransport("ol"), GlooTransport::kOl);
+  EXPECT_EQ(*ParseGlooTransport("gloo_tcp"), GlooTransport::kGlooTcp);
+  EXPECT_THAT(std::string(ParseGlooTransport("tls").status().message()), HasSubstr("'tls' is none of 'ol'"));
+  EXPECT_EQ(GlooOptions().transport, GlooTransport::kOl);  // the default: measured (README)
+  InMemoryStore store;
+  GlooOptions options;
+  options.hostname = "localhost";
+  absl::StatusOr<std::unique_ptr<CollectiveBackend>> backend = CreateGlooBackend(&store, 0, 2, options);
+  EXPECT_EQ(backend.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(backend.status().message()), HasSubstr("'localhost' is not a numeric IPv4 address"));
+}
+
+TEST(GlooCollectiveOptions, MembersWithAnotherJobTokenCannotConnect) {
+  InMemoryStore store;
+  std::vector<absl::Status> connected(2);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < 2; ++r) {
+    threads.emplace_back([&, r] {
+      GlooOptions options;
+      options.timeout_ms = 1000;
+      options.job_token = r == 0 ? "job-a" : "job-b";
+      auto backend = CreateGlooBackend(&store, r, 2, options);
+      ASSERT_TRUE(backend.ok()) << backend.status();
+      connected[r] = (*backend)->Connect({0, 1}, "tokens").status();
+    });
+  }
+  for (auto& t : threads) t.join();
+  for (int r = 0; r < 2; ++r) {
+    EXPECT_FALSE(connected[r].ok()) << "rank " << r;
+    EXPECT_THAT(std::string(connected[r].message()), HasSubstr("connecting group [0,1]"));
+  }
+}
+
 TEST_P(GlooCollective, MissingPeerTimesOutInsteadOfHanging) {
   InMemoryStore store;
   auto backend = CreateGlooBackend(&store, 0, 2, Options(500));
