@@ -57,7 +57,10 @@
 namespace oneflow_like {
 namespace comm {
 
-// One member's end of a context's links: a Transport whose ranks are the context's members.
+// One member's end of a context's links: a Transport whose ranks are the context's members,
+// delivering on a thread of its own (TcpTransport). LoopbackHub does not fit as it is: it delivers
+// on the sender's thread holding the edge's lock, and a goodbye is answered from the receiver,
+// so two members closing at once would deadlock on the two edges' locks.
 class GlooMesh {
  public:
   virtual ~GlooMesh() = default;
