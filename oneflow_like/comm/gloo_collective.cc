@@ -28,6 +28,9 @@ namespace oneflow_like {
 namespace comm {
 namespace {
 
+// Where rank 0 shares the ol transport's job token when GlooOptions::job_token is empty.
+constexpr char kOlTokenKey[] = "gloo-ol/job_token";
+
 // gloo's Store over ours (gloo calls it only while connecting, on the connecting thread).
 class StoreAdapter final : public ::gloo::rendezvous::Store {
  public:
@@ -256,7 +259,7 @@ class GlooBackend final : public CollectiveBackend {
     ol.connect_timeout_ms = options_.timeout_ms;
     ol.job_token = options_.job_token;
     if (ol.job_token.empty()) {
-      absl::StatusOr<std::string> token = store_->Get(kTokenKey, options_.timeout_ms);
+      absl::StatusOr<std::string> token = store_->Get(kOlTokenKey, options_.timeout_ms);
       if (!token.ok()) {
         return absl::Status(token.status().code(),
                             absl::StrCat("gloo: rank ", rank_, " ", what, ": no job token for the ol transport from rank 0 within ",
@@ -268,10 +271,6 @@ class GlooBackend final : public CollectiveBackend {
     return device_;
   }
 
- public:
-  static constexpr const char* kTokenKey = "gloo-ol/job_token";
-
- private:
   // gloo's pairs each listen on a port of their own until the first connection comes, and take
   // it as the peer unchecked (README: garbage at gloo's ports). So gloo opens them only once
   // every member is here: they listen for as long as the peers take to dial in, not for as
@@ -343,7 +342,7 @@ absl::StatusOr<std::unique_ptr<CollectiveBackend>> CreateGlooBackend(RendezvousS
                                                      "' is not a numeric IPv4 address (the ol transport listens there)"));
     }
     if (options.job_token.empty() && rank == 0) {  // a token of this backend's world, shared through the store
-      RETURN_IF_ERROR(store->Set(GlooBackend::kTokenKey, RandomToken()));
+      RETURN_IF_ERROR(store->Set(kOlTokenKey, RandomToken()));
     }
     return std::unique_ptr<CollectiveBackend>(new GlooBackend(store, rank, world_size, std::move(options), nullptr));
   }
