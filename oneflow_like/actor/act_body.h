@@ -57,6 +57,14 @@ class ActBody {
   // (the views stay valid until then; the actor fires again only after it). Default: Act.
   virtual bool IsAsync() const { return false; }
   virtual void Start(ActIo io, std::function<void(const absl::Status&)> finished) { finished(Act(io)); }
+  // A body whose Start enqueues ALL its work, in order, on one device stream of the backend
+  // (device_backend.h) sets *device and *stream and returns true: work queued later on that
+  // stream runs after it (stream-ordered hand-offs, stream_ordered.h). False for everything else
+  // (host bodies, collectives on their library's streams, bodies that wait).
+  virtual bool OnDeviceStream(int32_t* device, int32_t* stream) const {
+    (void)device, (void)stream;
+    return false;
+  }
 };
 
 // Element-wise helpers (any dtype; same desc required, CHECKed: the runtime validated shapes).

@@ -336,6 +336,10 @@ bool Actor::TryFireOnce() {
 
 void Actor::StartAsync() {
   in_flight_ = true;
+  {
+    std::lock_guard<std::mutex> lock(finished_mu_);
+    finished_status_ = absl::OkStatus();
+  }
   body_->Start(FrontIo(), [this](const absl::Status& status) {
     {
       std::lock_guard<std::mutex> lock(finished_mu_);
@@ -344,9 +348,16 @@ void Actor::StartAsync() {
     host_->PostFromAnyThread(ActorMessage{MessageKind::kActFinished, spec_.id, 0, 0, 0});
   });
   if (stream_ordered_ && spec_.rule == FiringRule::kAllInputs) {
+    bool failed_already;  // Start could not queue the work (it reported so at once)
+    {
+      std::lock_guard<std::mutex> lock(finished_mu_);
+      failed_already = !finished_status_.ok();
+    }
     // The act is queued on the stream: its stream's later work runs after it anyway.
-    SendOutputs(HandOff::kEnqueued);
-    ReturnInputs(HandOff::kEnqueued);
+    if (!failed_already) {
+      SendOutputs(HandOff::kEnqueued);
+      ReturnInputs(HandOff::kEnqueued);
+    }
   }
 }
 

@@ -198,7 +198,10 @@ class Actor {
   // only on a stream_ordered output.
   void SetStreamOrdered(const std::vector<bool>& early_inputs, const std::vector<bool>& ordered_outputs,
                         const std::vector<std::vector<bool>>& early_consumers);
-  bool has_async_body() const { return body_->IsAsync(); }
+  // The device stream all of this actor's work is queued on (ActBody::OnDeviceStream).
+  bool OnDeviceStream(int32_t* device, int32_t* stream) const {
+    return body_->IsAsync() && body_->OnDeviceStream(device, stream);
+  }
 
   const ActorSpec& spec() const { return spec_; }
   ActorState state() const { return state_; }

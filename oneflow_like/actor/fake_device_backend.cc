@@ -27,6 +27,11 @@ class FakeBody final : public ActBody {
   FakeBody(FakeDeviceBackend* backend, DeviceTask task) : backend_(backend), task_(std::move(task)) {}
 
   bool IsAsync() const override { return true; }
+  bool OnDeviceStream(int32_t* device, int32_t* stream) const override {
+    *device = task_.device;
+    *stream = task_.stream;
+    return true;
+  }
 
   absl::Status Act(ActIo& io) override {  // the synchronous firing rules: enqueue and wait
     std::promise<absl::Status> done;
@@ -233,7 +238,7 @@ void FakeDeviceBackend::Enqueue(int32_t device, int32_t stream, std::function<vo
     if (slot == nullptr) {
       slot = std::make_unique<Stream>();
       Stream* raw = slot.get();
-      raw->thread = std::thread([this, raw] {
+      raw->thread = std::thread([this, raw, stream] {
         std::unique_lock<std::mutex> lock(raw->mu);
         while (true) {
           raw->cv.wait(lock, [raw] { return raw->stop || !raw->queue.empty(); });
@@ -242,6 +247,7 @@ void FakeDeviceBackend::Enqueue(int32_t device, int32_t stream, std::function<vo
           raw->queue.pop_front();
           raw->running = true;
           lock.unlock();
+          while (paused_stream_.load() == stream) std::this_thread::sleep_for(std::chrono::milliseconds(1));
           if (const int64_t delay = stream_delay_us_.load(); delay > 0) {
             std::this_thread::sleep_for(std::chrono::microseconds(delay));
           }

@@ -64,6 +64,10 @@ class FakeDeviceBackend final : public DeviceBackend {
   // A slow device: every stream item waits this long before it runs (tests of how far the host
   // runs ahead; 0 = none).
   void set_stream_delay_us(int64_t us) { stream_delay_us_.store(us); }
+  // A stopped stream: while `stream` (a TaskProto.stream_id) is paused, it runs no next item
+  // (they queue up); the other streams run. kNoStream: none paused.
+  static constexpr int32_t kNoStream = -1000;
+  void set_paused_stream(int32_t stream) { paused_stream_.store(stream); }
   // The most items one stream had queued or running at once (the host's lead over the device).
   int64_t max_stream_depth() const { return max_stream_depth_.load(); }
 
@@ -88,6 +92,7 @@ class FakeDeviceBackend final : public DeviceBackend {
   std::atomic<int64_t> bodies_started_{0}, bytes_to_device_{0}, bytes_to_host_{0};
   std::atomic<int64_t> memory_bytes_{int64_t{64} << 30};
   std::atomic<int64_t> stream_delay_us_{0}, max_stream_depth_{0};
+  std::atomic<int32_t> paused_stream_{kNoStream};
 };
 
 }  // namespace actor

@@ -1,13 +1,12 @@
 #include "oneflow_like/actor/stream_ordered.h"
 
-#include <string>
-#include <tuple>
+#include <utility>
 
 namespace oneflow_like {
 namespace actor {
 namespace {
 
-using StreamKey = std::tuple<std::string, int32_t, int64_t>;  // device type, index, stream id
+using StreamKey = std::pair<int32_t, int32_t>;  // the backend's (device, stream) the body queues on
 
 }  // namespace
 
@@ -17,10 +16,10 @@ int64_t MarkStreamOrderedEdges(const std::vector<const TaskProto*>& tasks,
   std::vector<bool> stream_actor(n, false);
   std::vector<StreamKey> key(n);
   for (size_t i = 0; i < n; ++i) {
-    const TaskProto& task = *tasks[i];
-    key[i] = StreamKey{task.device().type(), task.device().index(), task.stream_id()};
-    stream_actor[i] = task.device().type() != "cpu" && actors[i]->spec().rule == FiringRule::kAllInputs &&
-                      actors[i]->has_async_body();
+    int32_t device = 0, stream = 0;
+    stream_actor[i] = tasks[i]->device().type() != "cpu" && actors[i]->spec().rule == FiringRule::kAllInputs &&
+                      actors[i]->OnDeviceStream(&device, &stream);
+    key[i] = StreamKey{device, stream};
   }
   auto same_stream = [&](size_t a, int64_t b) {
     return b >= 0 && static_cast<size_t>(b) < n && stream_actor[a] && stream_actor[b] && key[a] == key[b];

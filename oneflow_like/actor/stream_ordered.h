@@ -7,8 +7,10 @@
 // chain of kernels: one completion per act is no longer on the critical path.
 //
 // An edge qualifies when both ends are "stream actors" of the same (device, stream): a non-cpu
-// task with firing rule kAllInputs (COMPUTE, COPY, TRANSFER, boxing) and an asynchronous body
-// (ActBody::IsAsync: its act completes on the stream). Per output register R of such an actor:
+// task with firing rule kAllInputs whose asynchronous body queues all its work on that stream
+// of the backend (ActBody::OnDeviceStream: the backend's COMPUTE, COPY and TRANSFER bodies; not
+// COLLECTIVE bodies, whose library runs on streams of its own, nor device boxing, which waits).
+// Per output register R of such an actor:
 //   - R is stream-ordered when every register sharing bytes with R (the memory planner's reuse,
 //     ByteConflict) is produced by a stream actor of the same stream; its buffer is then taken
 //     at enqueue, and consumers that are stream actors of that stream hear of it at enqueue.

@@ -27,8 +27,14 @@ class CudaBody final : public ActBody {
       : backend_(backend), task_(std::move(task)), kernel_(kernel) {}
 
   bool IsAsync() const override { return true; }
+  bool OnDeviceStream(int32_t* device, int32_t* stream) const override {
+    *device = task_.device;
+    *stream = task_.stream;
+    return true;
+  }
 
-  // Enqueues and synchronizes the stream (the firing rules that run to completion).
+  // Enqueues and synchronizes the stream (bodies run to completion: the device add of
+  // BOXING_ADD within a rank).
   absl::Status Act(ActIo& io) override {
     absl::StatusOr<CudaBackend::Stream*> stream = backend_->StreamFor(task_.device, task_.stream);
     if (!stream.ok()) return Named(stream.status());
@@ -44,6 +50,7 @@ class CudaBody final : public ActBody {
     // The event's completion (or the fault before it) reaches `finished` from the stream's
     // completion thread; the stream itself never waits for the host.
     auto named = [this, finished = std::move(finished)](const absl::Status& s) { finished(s.ok() ? s : Named(s)); };
+    if ((*stream)->completions == nullptr) return named(absl::InternalError("no completions on stream -1"));
     if (absl::Status s = (*stream)->completions->Add((*stream)->stream.get(), named); !s.ok()) named(s);
   }
 
@@ -126,7 +133,7 @@ absl::Status CudaBackend::Drain() {
   }
   absl::Status first;
   for (auto& [device, stream] : streams) {
-    stream->completions->WaitIdle();  // every act's `finished` ran
+    if (stream->completions != nullptr) stream->completions->WaitIdle();  // every act's `finished` ran
     absl::Status s = Use(device);
     if (s.ok()) s = stream->stream.Synchronize();
     if (first.ok()) first = s;
@@ -153,8 +160,10 @@ absl::StatusOr<CudaBackend::Stream*> CudaBackend::StreamFor(int32_t device, int3
     if (bound != CUBLAS_STATUS_SUCCESS) {
       return absl::InternalError(absl::StrCat("cublasSetStream failed with status ", static_cast<int>(bound)));
     }
-    slot = std::make_unique<Stream>(Stream{std::move(stream), std::move(cublas),
-                                           std::make_unique<StreamCompletions>(device + device_offset_)});
+    // Stream -1 (the backend's own synchronous copies) reports no completions: no thread.
+    slot = std::make_unique<Stream>(
+        Stream{std::move(stream), std::move(cublas),
+               stream_id >= 0 ? std::make_unique<StreamCompletions>(device + device_offset_) : nullptr});
   }
   return slot.get();
 }

@@ -17,8 +17,11 @@
 //                  cudaMemcpyAsync for copies, a broadcast add for sums) and then records an
 //                  event whose completion calls `finished` from the stream's completion thread
 //                  (stream_completions.h): the actor thread never waits for the GPU and the
-//                  stream never waits for the host; Act (REPEAT, ACCUMULATE, holders) waits
-//                  for the stream
+//                  stream never waits for the host. REPEAT, holder absorptions and ACCUMULATE
+//                  start this way too; Act (the add of a BOXING_ADD within a rank) waits for
+//                  the stream. Waits that remain: that add, and the embedding and cross-entropy
+//                  launchers (core/cuda/index_kernels.cu synchronizes the stream), which stop
+//                  the host from running ahead there
 // Devices: placements' DeviceProto.index is the device within the process (one process per GPU:
 // olrun's LOCAL_RANK picks it through CUDA_VISIBLE_DEVICES or `device_offset`).
 // Errors: a launch failure fails the act, naming the task and the CUDA call; a fault inside a

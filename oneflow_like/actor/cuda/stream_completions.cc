@@ -18,6 +18,7 @@ StreamCompletions::~StreamCompletions() {
   }
   cv_.notify_all();
   thread_.join();  // the loop returns once nothing is pending
+  cudaSetDevice(device_ordinal_);  // the events' device
   for (cudaEvent_t event : free_events_) cudaEventDestroy(event);
 }
 
@@ -34,12 +35,13 @@ absl::Status StreamCompletions::Add(cudaStream_t stream, Callback done) {
     RETURN_IF_ERROR(cuda::CudaStatus(
         cudaEventCreateWithFlags(&event, cudaEventDisableTiming | cudaEventBlockingSync), "cudaEventCreateWithFlags"));
   }
-  if (absl::Status recorded = cuda::CudaStatus(cudaEventRecord(event, stream), "cudaEventRecord"); !recorded.ok()) {
-    cudaEventDestroy(event);
-    return recorded;
-  }
   {
+    // Recorded and queued under one lock, so two callers on one stream queue in record order.
     std::lock_guard<std::mutex> lock(mu_);
+    if (absl::Status recorded = cuda::CudaStatus(cudaEventRecord(event, stream), "cudaEventRecord"); !recorded.ok()) {
+      cudaEventDestroy(event);
+      return recorded;
+    }
     pending_.push_back(Pending{event, std::move(done)});
     ++added_;
   }
@@ -67,8 +69,9 @@ void StreamCompletions::Loop() {
     Pending next = std::move(pending_.front());
     pending_.pop_front();
     lock.unlock();
-    absl::Status status = device;
-    if (status.ok()) status = cuda::CudaStatus(cudaEventSynchronize(next.event), "cudaEventSynchronize");
+    // Waited for even if the device could not be selected (the callback must not come early).
+    absl::Status status = cuda::CudaStatus(cudaEventSynchronize(next.event), "cudaEventSynchronize");
+    if (!status.ok() && !device.ok()) status = device;
     next.done(status);
     lock.lock();
     free_events_.push_back(next.event);

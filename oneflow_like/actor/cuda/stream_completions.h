@@ -12,8 +12,10 @@
 // reaches the act that was waiting for it (named by CUDA's message) instead of leaving it in
 // flight. A host function (cudaLaunchHostFunc) per act would do neither: the stream stalls
 // until the host has run it, after every kernel, and CUDA runs no host function after a fault.
-// Events are reused (a pool per object). Callbacks run on the thread, one at a time, in order;
-// they must not block on work of this stream.
+// Events are reused (a pool per object). Callbacks run on the thread, one at a time, in the
+// order of the Add calls (recorded and queued under one lock); they must not block on work of
+// this stream. Whatever a callback touches must outlive it: CudaBackend::Drain (WaitIdle) runs
+// before a runtime destroys its actors and bodies.
 // Thread-safety: Add and WaitIdle may be called from any thread. The destructor waits until
 // every callback added has run, then joins the thread.
 #ifndef ONEFLOW_LIKE_ACTOR_CUDA_STREAM_COMPLETIONS_H_
@@ -45,7 +47,8 @@ class StreamCompletions {
   StreamCompletions& operator=(const StreamCompletions&) = delete;
 
   // Calls `done` once the work enqueued on `stream` so far is complete. REQUIRES: the calling
-  // thread's current device is the device of `stream`. An error (CUDA's message, naming the
+  // thread's current device is the device of `stream` and `device_ordinal` (the events are
+  // made there). An error (CUDA's message, naming the
   // call) if the event cannot be made or recorded; `done` is not called then.
   absl::Status Add(cudaStream_t stream, Callback done);
   // Returns once every callback added before the call has run.

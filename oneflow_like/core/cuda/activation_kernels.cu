@@ -58,12 +58,21 @@ __global__ void ReluGradKernel(const T* dy, const T* y, T* dx, int64_t n) {
   OL_GRID_STRIDE_LOOP(i, n) { dx[i] = y[i] > T(0) ? dy[i] : T(0); }
 }
 
+// x clamped where Phi(x) or phi(x) is already 0 (float: |x| > 20, double: > 40), so that the
+// limits at +-inf come out (gelu(-inf) = -0, gelu'(+-inf) = 1 / 0) instead of inf * 0 = NaN, as
+// the CPU op's (core/ops/activation_ops.cc); finite inputs are unchanged. NaN passes.
+template <typename T>
+__device__ T ClampedFactor(T v) {
+  const T bound = sizeof(T) == 4 ? T(20) : T(40);
+  return v < -bound ? -bound : (v > bound ? bound : v);
+}
+
 template <typename T>
 __global__ void GeluKernel(bool exact, const T* x, T* y, int64_t n) {
   if (exact) {
     OL_GRID_STRIDE_LOOP(i, n) {
       const T v = x[i];
-      y[i] = v * NormalCdf(v);
+      y[i] = (v < T(0) ? ClampedFactor(v) : v) * NormalCdf(v);
     }
   } else {
     OL_GRID_STRIDE_LOOP(i, n) { y[i] = TanhGelu(x[i]); }
@@ -75,7 +84,7 @@ __global__ void GeluGradKernel(bool exact, const T* dy, const T* x, T* dx, int64
   if (exact) {
     OL_GRID_STRIDE_LOOP(i, n) {
       const T v = x[i];
-      dx[i] = dy[i] * (NormalCdf(v) + v * NormalPdf(v));
+      dx[i] = dy[i] * (NormalCdf(v) + ClampedFactor(v) * NormalPdf(v));
     }
   } else {
     OL_GRID_STRIDE_LOOP(i, n) { dx[i] = dy[i] * TanhGeluDerivative(x[i]); }

@@ -1,4 +1,6 @@
 // CUDA activation kernels vs the CPU ops relu, relu_grad, gelu, gelu_grad (tanh and exact).
+#include <cmath>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -52,6 +54,26 @@ class ActivationTest : public CudaKernelTest {
 
 TEST_F(ActivationTest, Float) { CheckAll<float>(); }
 TEST_F(ActivationTest, Double) { CheckAll<double>(); }
+
+// The exact gelu's limits at +-inf, as the CPU op: gelu(inf) = inf, gelu(-inf) = 0,
+// gelu'(inf) = 1, gelu'(-inf) = 0; NaN passes.
+TEST_F(ActivationTest, ExactGeluAtInfinity) {
+  const double inf = std::numeric_limits<double>::infinity();
+  const Tensor x = Tensor::FromVector<float>({3}, {static_cast<float>(inf), static_cast<float>(-inf), NAN});
+  const Tensor dy = Tensor::FromVector<float>({3}, {1.0f, 1.0f, 1.0f});
+  float* y = Output<float>(x.desc());
+  ASSERT_OK(Gelu<float>(GeluApproximation::kExact, Upload<float>(x), y, 3, stream()));
+  const Tensor got = Download(y, x.desc());
+  EXPECT_EQ(got.GetAsDouble(0), inf);
+  EXPECT_EQ(got.GetAsDouble(1), 0.0);
+  EXPECT_TRUE(std::isnan(got.GetAsDouble(2)));
+  float* dx = Output<float>(x.desc());
+  ASSERT_OK(GeluGrad<float>(GeluApproximation::kExact, Upload<float>(dy), Upload<float>(x), dx, 3, stream()));
+  const Tensor got_dx = Download(dx, x.desc());
+  EXPECT_EQ(got_dx.GetAsDouble(0), 1.0);
+  EXPECT_EQ(got_dx.GetAsDouble(1), 0.0);
+  EXPECT_TRUE(std::isnan(got_dx.GetAsDouble(2)));
+}
 
 }  // namespace
 }  // namespace testing

@@ -187,6 +187,7 @@ TEST_F(ActivationTest, ExactGeluFloat32MatchesFloat64AcrossTheRange) {
     ASSERT_TRUE(special.ok()) << special.status();
     EXPECT_EQ((*special)[0].GetAsDouble(0), inf);
     EXPECT_EQ((*special)[0].GetAsDouble(1), 0.0);
+    EXPECT_TRUE(std::signbit((*special)[0].GetAsDouble(1))) << "gelu(-inf) = -inf * Phi(-inf) = -0";
     EXPECT_TRUE(std::isnan((*special)[0].GetAsDouble(2)));
     auto special_dx = t_.Run("gelu_grad", {dy, x}, kExact);
     ASSERT_TRUE(special_dx.ok()) << special_dx.status();
