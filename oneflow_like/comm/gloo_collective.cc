@@ -262,8 +262,8 @@ class GlooBackend final : public CollectiveBackend {
       absl::StatusOr<std::string> token = store_->Get(kOlTokenKey, options_.timeout_ms);
       if (!token.ok()) {
         return absl::Status(token.status().code(),
-                            absl::StrCat("gloo: rank ", rank_, " ", what, ": no job token for the ol transport from rank 0 within ",
-                                         options_.timeout_ms, " ms: ", token.status().message()));
+                            absl::StrCat("gloo: rank ", rank_, " ", what, ": no job token for the ol transport ",
+                                         "from rank 0 within ", options_.timeout_ms, " ms: ", token.status().message()));
       }
       ol.job_token = *token;
     }
@@ -320,8 +320,8 @@ const char* GlooTransportName(GlooTransport transport) {
 absl::StatusOr<GlooTransport> ParseGlooTransport(const std::string& name) {
   if (name == "ol") return GlooTransport::kOl;
   if (name == "gloo_tcp") return GlooTransport::kGlooTcp;
-  return absl::InvalidArgumentError(absl::StrCat("gloo transport '", name,
-                                                 "' is none of 'ol' (ours: token-checked) and 'gloo_tcp' (gloo's own)"));
+  return absl::InvalidArgumentError(absl::StrCat(
+      "gloo transport '", name, "' is none of 'ol' (ours: token-checked) and 'gloo_tcp' (gloo's own)"));
 }
 
 absl::StatusOr<std::unique_ptr<CollectiveBackend>> CreateGlooBackend(RendezvousStore* store, int32_t rank,
@@ -338,8 +338,8 @@ absl::StatusOr<std::unique_ptr<CollectiveBackend>> CreateGlooBackend(RendezvousS
   if (options.transport == GlooTransport::kOl) {
     in_addr address;
     if (inet_pton(AF_INET, options.hostname.c_str(), &address) != 1) {
-      return absl::InvalidArgumentError(absl::StrCat("gloo: hostname '", options.hostname,
-                                                     "' is not a numeric IPv4 address (the ol transport listens there)"));
+      return absl::InvalidArgumentError(absl::StrCat(
+          "gloo: hostname '", options.hostname, "' is not a numeric IPv4 address (the ol transport listens there)"));
     }
     if (options.job_token.empty() && rank == 0) {  // a token of this backend's world, shared through the store
       RETURN_IF_ERROR(store->Set(kOlTokenKey, RandomToken()));

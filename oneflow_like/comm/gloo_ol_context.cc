@@ -49,7 +49,9 @@ class OlAddress final : public ::gloo::transport::Address {
   }
   // The mesh address in `bytes`, or an empty string if they are not an OlAddress.
   static std::string Parse(const std::vector<char>& bytes) {
-    if (bytes.size() != kAddressBytes || std::memcmp(bytes.data(), kAddressMagic, sizeof(kAddressMagic)) != 0) return "";
+    if (bytes.size() != kAddressBytes || std::memcmp(bytes.data(), kAddressMagic, sizeof(kAddressMagic)) != 0) {
+      return "";
+    }
     const size_t n = static_cast<unsigned char>(bytes[sizeof(kAddressMagic)]);
     if (n > GlooMesh::kMaxAddressBytes) return "";
     return std::string(bytes.data() + sizeof(kAddressMagic) + 1, n);
@@ -384,7 +386,8 @@ namespace {
 // refused if it does not fit.
 size_t Checked(const char* what, size_t size, size_t offset, size_t nbytes) {
   if (nbytes == ::gloo::transport::UnboundBuffer::kUnspecifiedByteCount) {
-    GLOO_ENFORCE(offset <= size, "ol gloo transport: ", what, " at offset ", offset, " of a buffer of ", size, " bytes");
+    GLOO_ENFORCE(offset <= size, "ol gloo transport: ", what, " at offset ", offset, " of a buffer of ", size,
+                 " bytes");
     return size - offset;
   }
   GLOO_ENFORCE(offset <= size && nbytes <= size - offset, "ol gloo transport: ", what, " of ", nbytes,
