@@ -131,6 +131,8 @@ std::map<std::string, std::shared_ptr<World>> g_worlds;
 std::atomic<int> g_injected{ncclSuccess};
 std::atomic<int> g_mismatches{0};
 std::atomic<uint64_t> g_unique{0};
+std::atomic<int> g_event_sync_error{cudaSuccess};
+std::atomic<int64_t> g_events_created{0};
 
 }  // namespace
 
@@ -341,6 +343,8 @@ namespace comm {
 namespace nccl_fake {
 void InjectAsyncError(ncclResult_t error) { g_injected.store(error); }
 int MismatchCount() { return g_mismatches.load(); }
+void InjectEventSyncError(cudaError_t error) { g_event_sync_error.store(error); }
+int64_t EventsCreated() { return g_events_created.load(); }
 }  // namespace nccl_fake
 }  // namespace comm
 }  // namespace oneflow_like
@@ -444,6 +448,7 @@ cudaError_t CUDARTAPI cudaStreamDestroy(cudaStream_t stream) {  // the work queu
 }
 
 cudaError_t CUDARTAPI cudaEventCreateWithFlags(cudaEvent_t* event, unsigned int) {
+  g_events_created.fetch_add(1);
   *event = new CUevent_st{std::make_shared<EventState>()};
   return cudaSuccess;
 }
@@ -468,7 +473,7 @@ cudaError_t CUDARTAPI cudaEventQuery(cudaEvent_t event) {
 cudaError_t CUDARTAPI cudaEventSynchronize(cudaEvent_t event) {
   const uint64_t mark = event->state->recorded.load();
   while (event->state->completed.load() < mark) std::this_thread::sleep_for(std::chrono::microseconds(20));
-  return cudaSuccess;
+  return static_cast<cudaError_t>(g_event_sync_error.load());
 }
 
 cudaError_t CUDARTAPI cudaLaunchHostFunc(cudaStream_t stream, cudaHostFn_t fn, void* data) {

@@ -3,7 +3,10 @@
 #ifndef ONEFLOW_LIKE_COMM_NCCL_FAKE_H_
 #define ONEFLOW_LIKE_COMM_NCCL_FAKE_H_
 
+#include <cuda_runtime_api.h>
 #include <nccl.h>
+
+#include <cstdint>
 
 namespace oneflow_like {
 namespace comm {
@@ -16,6 +19,12 @@ void InjectAsyncError(ncclResult_t error);
 // Collective steps that found the members disagreeing (kind, count, dtype or root): a mapping
 // bug in the backend. Each also fails the communicators with ncclInvalidUsage.
 int MismatchCount();
+
+// From now on cudaEventSynchronize returns `error` (as CUDA does after a fault inside a kernel:
+// the error is sticky); cudaSuccess clears it.
+void InjectEventSyncError(cudaError_t error);
+// cudaEventCreateWithFlags calls so far.
+int64_t EventsCreated();
 
 }  // namespace nccl_fake
 }  // namespace comm

@@ -6,10 +6,12 @@
 #include <chrono>
 #include <future>
 #include <mutex>
+#include <string>
 #include <thread>
 #include <vector>
 
 #include "gtest/gtest.h"
+#include "oneflow_like/comm/nccl_fake.h"
 
 namespace oneflow_like {
 namespace actor {
@@ -57,9 +59,14 @@ TEST_F(StreamCompletionsTest, CallsBackInOrderOnlyOnceTheWorkBeforeEachEventRan)
   done.WaitIdle();
   EXPECT_EQ(order, (std::vector<int>{0, 1, 2, 3, 4}));
   // Events are reused: many more completions than the pool ever held at once.
-  for (int i = 0; i < 200; ++i) ASSERT_TRUE(done.Add(stream_, [](const absl::Status&) {}).ok());
+  const int64_t created = comm::nccl_fake::EventsCreated();
+  for (int i = 0; i < 200; ++i) {
+    ASSERT_TRUE(done.Add(stream_, [](const absl::Status&) {}).ok());
+    if (i % 2 == 1) done.WaitIdle();
+  }
   done.WaitIdle();
   EXPECT_EQ(done.completed(), 205);
+  EXPECT_LE(comm::nccl_fake::EventsCreated() - created, 2) << "a new event per completion";
 }
 
 // A callback that waits for later work of its own stream: with a host function per act the
@@ -75,6 +82,25 @@ TEST_F(StreamCompletionsTest, TheStreamNeverWaitsForACallback) {
   cudaLaunchHostFunc(stream_, [](void* p) { static_cast<std::atomic<bool>*>(p)->store(true); }, &later_ran);
   done.WaitIdle();
   EXPECT_TRUE(later_ran.load());
+}
+
+// A fault inside a kernel (CUDA reports it at the next synchronization, sticky): every act
+// waiting behind it gets the error, named by the call, instead of staying in flight.
+TEST_F(StreamCompletionsTest, AFaultReachesTheCallbacksWaitingBehindIt) {
+  StreamCompletions done(0);
+  std::mutex mu;
+  std::vector<std::string> errors;
+  comm::nccl_fake::InjectEventSyncError(cudaErrorIllegalAddress);
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_TRUE(done.Add(stream_, [&](const absl::Status& s) {
+                      std::lock_guard<std::mutex> lock(mu);
+                      errors.push_back(std::string(s.message()));
+                    }).ok());
+  }
+  done.WaitIdle();
+  comm::nccl_fake::InjectEventSyncError(cudaSuccess);
+  ASSERT_EQ(errors.size(), 3u);
+  for (const std::string& e : errors) EXPECT_NE(e.find("cudaEventSynchronize"), std::string::npos) << e;
 }
 
 TEST_F(StreamCompletionsTest, DestructionWaitsForThePendingCallbacks) {
