@@ -246,7 +246,11 @@ absl::Status DistributedContext::ConnectTcp() {
     return absl::OkStatus();
   }
   RETURN_IF_ERROR(endpoints_of("shm_endpoint/", shm_peers, &endpoints));
-  RETURN_IF_ERROR(shm->Connect(endpoints));
+  const absl::Status connected = shm->Connect(endpoints);
+  if (!connected.ok()) {  // e.g. the ranks of a "node" do not share /tmp (OL_TRANSPORT=tcp needs none)
+    return absl::Status(connected.code(), absl::StrCat("OL_TRANSPORT=shm (the default; OL_TRANSPORT=tcp avoids it): ",
+                                                       connected.message()));
+  }
   const int32_t first = env_.node_rank * env_.local_world_size;
   transport_description_ = absl::StrCat("shared-memory transport to ranks ", first, "-", first + env_.local_world_size - 1,
                                         " of this node, TCP transport to the others");
