@@ -127,6 +127,11 @@ void SparePayloads::Put(std::string written) {
   spares_.push_back(std::move(written));
 }
 
+size_t SparePayloads::bytes() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return bytes_;
+}
+
 absl::Status TcpLink::SendWithTail(std::string head, absl::string_view tail) {
   const size_t size = head.size() + tail.size();
   if (static_cast<int64_t>(size) > options_.max_frame_bytes) {
@@ -158,7 +163,14 @@ void TcpLink::DetachTails(const char* begin, const char* end) {
   std::lock_guard<std::mutex> lock(mu_);
   for (Outgoing& out : queue_) {
     if (out.tail.empty() || out.tail.data() < begin || out.tail.data() >= end) continue;
-    out.owned.append(out.tail.data(), out.tail.size());  // same bytes in the same order: `written` holds
+    // Same bytes in the same order: `written` holds. A spare string (written, it goes back to
+    // the pool) rather than a fresh one, so that the pool's strings do not pile up unused.
+    const size_t size = out.owned.size() + out.tail.size();
+    std::string owned = options_.spares != nullptr ? options_.spares->Take(size) : std::string();
+    owned.reserve(size);
+    owned.append(out.owned);
+    owned.append(out.tail.data(), out.tail.size());
+    out.owned = std::move(owned);
     out.payload_size += out.tail.size();
     out.tail = absl::string_view();
   }

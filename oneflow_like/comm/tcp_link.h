@@ -66,6 +66,7 @@ class SparePayloads {
   std::string Take(size_t bytes);
   // Keeps `written` (its contents are dropped) if it is large enough and there is room.
   void Put(std::string written);
+  size_t bytes();  // kept now
 
  private:
   std::mutex mu_;
@@ -110,7 +111,8 @@ class TcpLink {
   // Sends one frame carrying `head` + `tail` without copying `tail`: it is written from where it
   // is, so it must stay unchanged until the peer received the frame. Never waits. Errors as Send.
   absl::Status SendWithTail(std::string head, absl::string_view tail);
-  // Queued frames whose tail starts in [begin, end) get a copy of it, so that memory may go.
+  // Queued frames whose tail starts in [begin, end) get a copy of it, so that memory may go
+  // (into a spare string of TcpLinkOptions::spares when one fits: written, it goes back there).
   void DetachTails(const char* begin, const char* end);
   // The link is up: takes the (non-blocking) socket, registers it with epoll and starts writing.
   absl::Status Attach(ScopedFd socket);

@@ -40,8 +40,9 @@ absl::StatusOr<std::unique_ptr<TcpTransport>> TcpTransport::Listen(TcpTransportO
     return absl::InvalidArgumentError(absl::StrCat("tcp transport: job_token of ", options.job_token.size(),
                                                    " bytes exceeds the limit of ", kMaxHelloTokenBytes));
   }
-  if (options.max_frame_bytes < 0 || options.connect_timeout_ms < 0) {
-    return absl::InvalidArgumentError("tcp transport: max_frame_bytes and connect_timeout_ms must be >= 0");
+  if (options.max_frame_bytes < 0 || options.connect_timeout_ms < 0 || options.max_pending_connections < 0) {
+    return absl::InvalidArgumentError(
+        "tcp transport: max_frame_bytes, connect_timeout_ms and max_pending_connections must be >= 0");
   }
   std::unique_ptr<TcpTransport> transport(new TcpTransport(std::move(options)));
   RETURN_IF_ERROR(transport->Start());
@@ -77,7 +78,8 @@ absl::Status TcpTransport::Start() {
       continue;
     }
     TcpLinkOptions link{Rank(options_.rank), Rank(r),  options_.max_frame_bytes, epoll_.get(),
-                        kLinkTag | static_cast<uint64_t>(r), &bytes_sent_, &bytes_received_, &spares_};
+                        kLinkTag | static_cast<uint64_t>(r), &bytes_sent_, &bytes_received_,
+                        options_.keep_spare_payloads ? &spares_ : nullptr};
     links_.push_back(std::make_unique<TcpLink>(link));
   }
   io_thread_ = std::thread([this] { Run(); });
@@ -205,6 +207,11 @@ absl::Status TcpTransport::Connect(const std::vector<std::string>& endpoints) {
           dial_errors.empty() ? "" : absl::StrCat(" (", absl::StrJoin(dial_errors, "; "), ")")));
     }
   }
+  if (options_.close_listener_after_connect) {  // the I/O thread owns the listener: it closes it
+    close_listener_ = true;
+    Wake();
+    link_up_changed_.wait(lock, [this] { return listener_closed_; });
+  }
   return absl::OkStatus();
 }
 
@@ -263,6 +270,7 @@ void TcpTransport::Run() {
           uint64_t count;
           ssize_t ignored = read(wake_.get(), &count, sizeof(count));
           (void)ignored;
+          CloseListenerIfAsked();
           DeliverQueued();
           break;
         }
@@ -284,10 +292,34 @@ void TcpTransport::Run() {
   }
 }
 
+void TcpTransport::CloseListenerIfAsked() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!close_listener_ || listener_closed_) return;
+  }
+  epoll_ctl(epoll_.get(), EPOLL_CTL_DEL, listener_.get(), nullptr);
+  listener_.reset();  // connections to the port are refused by the kernel from now on
+  while (!strangers_.empty()) {
+    Refuse(strangers_.begin()->first, "every peer is connected: this transport takes no more connections");
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  listener_closed_ = true;
+  link_up_changed_.notify_all();
+}
+
 void TcpTransport::Accept() {
-  while (true) {
+  while (listener_.valid()) {
     const int fd = accept4(listener_.get(), nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
     if (fd < 0) return;  // EAGAIN, or a transient error: epoll tells us again
+    if (options_.max_pending_connections > 0 &&
+        strangers_.size() >= static_cast<size_t>(options_.max_pending_connections)) {
+      std::fprintf(stderr, "tcp transport rank %d: refused connection from %s: %zu connections already wait for "
+                   "their hello (max_pending_connections)\n", options_.rank, RemoteAddress(fd).c_str(),
+                   strangers_.size());
+      refused_connections_.fetch_add(1);
+      close(fd);
+      continue;
+    }
     const uint64_t id = next_stranger_id_++;
     Stranger& stranger = strangers_[id];
     stranger.socket.reset(fd);

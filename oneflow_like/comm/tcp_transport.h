@@ -72,6 +72,17 @@ struct TcpTransportOptions {
   std::string job_token;                       // every connection must present it (required if world_size > 1)
   int64_t max_frame_bytes = int64_t{1} << 31;  // larger length on the wire -> the link is dropped with an error
   int64_t connect_timeout_ms = 30000;          // Connect, and a stranger's time to finish its hello
+  // Once Connect succeeded, close the listening socket (later connections are refused by the
+  // kernel) and drop the connections still in their hello (counted as refused). For users that
+  // never take a late connection (gloo's contexts: gloo_ol_transport.h). Default: keep listening
+  // (a stranger or a duplicate rank is refused at the hello).
+  bool close_listener_after_connect = false;
+  // Accepted connections still in their hello, at most (0: no limit); a connection past it is
+  // closed at once and counted as refused.
+  int32_t max_pending_connections = 0;
+  // Keep written large SendOwned / detached payloads for reuse (TakeBuffer, up to
+  // SparePayloads::kMaxBytes); false frees them once written.
+  bool keep_spare_payloads = true;
 };
 
 class TcpTransport : public Transport {
@@ -109,6 +120,8 @@ class TcpTransport : public Transport {
   int64_t bytes_received() const { return bytes_received_.load(); }
   // Incoming connections refused at the hello.
   int64_t refused_connections() const { return refused_connections_.load(); }
+  // Bytes of written payloads kept for reuse (see keep_spare_payloads).
+  size_t spare_payload_bytes() { return spares_.bytes(); }
 
  private:
   struct Stranger {  // an accepted connection that has not completed its hello
@@ -134,6 +147,7 @@ class TcpTransport : public Transport {
   void BreakLink(int32_t peer, const absl::Status& status);
   void Deliver(Rank from, ReceivedPayload* payload);
   void DeliverQueued();
+  void CloseListenerIfAsked();
 
   const TcpTransportOptions options_;
   int32_t port_ = 0;
@@ -152,6 +166,8 @@ class TcpTransport : public Transport {
   std::condition_variable link_up_changed_;
   std::vector<bool> link_up_;    // guarded by mu_
   bool connect_called_ = false;  // guarded by mu_
+  bool close_listener_ = false;     // asked of the I/O thread; guarded by mu_
+  bool listener_closed_ = false;    // guarded by mu_ (listener_ itself: I/O thread once running)
   std::shared_ptr<Receiver> receiver_;                                       // guarded by mu_
   std::shared_ptr<std::function<void(Rank, const absl::Status&)>> error_handler_;  // guarded by mu_
   std::deque<ReceivedPayload> self_messages_;                                // guarded by mu_
