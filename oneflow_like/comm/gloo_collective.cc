@@ -258,6 +258,7 @@ class GlooBackend final : public CollectiveBackend {
     ol.bind_address = options_.hostname;
     ol.connect_timeout_ms = options_.timeout_ms;
     ol.job_token = options_.job_token;
+    ol.max_early_bytes = options_.max_early_bytes;
     if (ol.job_token.empty()) {
       absl::StatusOr<std::string> token = store_->Get(kOlTokenKey, options_.timeout_ms);
       if (!token.ok()) {
@@ -331,6 +332,7 @@ absl::StatusOr<std::unique_ptr<CollectiveBackend>> CreateGlooBackend(RendezvousS
     return absl::InvalidArgumentError(absl::StrCat("gloo: rank ", rank, " outside the world [0, ", world_size, ")"));
   }
   if (options.timeout_ms <= 0) return absl::InvalidArgumentError("gloo: timeout_ms must be positive");
+  if (options.max_early_bytes <= 0) return absl::InvalidArgumentError("gloo: max_early_bytes must be positive");
   if (options.channel_bits < 1 || options.channel_bits > GlooTagSpace::kMaxBits) {
     return absl::InvalidArgumentError(absl::StrCat("gloo: channel_bits must be in [1, ", GlooTagSpace::kMaxBits,
                                                    "], not ", options.channel_bits));

@@ -63,6 +63,9 @@ struct GlooOptions {
   // of the world makes a random one and shares it through the store (which must be private to
   // the job: the control plane's is token-checked, an InMemoryStore is the process's).
   std::string job_token;
+  // kOl: sends are eager, so a member keeps the messages that arrive before their receive; past
+  // this many bytes kept per gloo context, the context fails naming the sender (gloo_ol_context.h).
+  int64_t max_early_bytes = int64_t{1} << 30;
   // ConnectChannel: channels of one group share one context (false: each gets its own, as
   // Connect). A channel's tag space is its id modulo 2^channel_bits (1..24); its collective
   // calls count in the other 32 - channel_bits bits of gloo's tag.

@@ -2,8 +2,8 @@
 // under our backend (gloo_collective.h).
 //
 // With our transport under gloo (GlooTransport::kOl, the default) every connection must open with
-// the job token's hello: garbage and even a well-formed gloo op are refused there, while the
-// group connects and after, and the group works
+// the job token's hello: garbage and even a well-formed gloo op are refused there while the group
+// connects, once connected nothing listens any more (the kernel refuses), and the group works
 // (OurTransportRefusesGarbageAndCraftedOpsAtTheHello).
 //
 // With gloo's own TCP transport (kGlooTcp), found here with Debian's libgloo (0.0~git20220518)
@@ -31,6 +31,7 @@
 #include <cstdint>
 #include <cstring>
 #include <fstream>
+#include <iostream>
 #include <functional>
 #include <future>
 #include <mutex>
@@ -231,9 +232,10 @@ bool ClosedByPeer(int fd) {
 std::string CraftedGlooOp() { return OpHeader(48 + 16, 1, 12345, 0, 16) + std::string(16, 'x'); }
 
 // Our transport (the default): every port gloo's contexts use takes only connections that open
-// with the job token's hello. Every kind of garbage and the crafted op are sent to every port
-// while the group connects (before the peer dials) and again once it is connected: each is
-// refused (the connection closed on it) and the group connects and computes.
+// with the job token's hello, and only while the context connects. Every kind of garbage and the
+// crafted op are sent to every port while the group connects (before the peer dials): each is
+// refused (the connection closed on it, seen while the contexts are alive); once connected the
+// ports refuse connections (ECONNREFUSED); the group connects and computes.
 TEST(GlooGarbage, OurTransportRefusesGarbageAndCraftedOpsAtTheHello) {
   std::vector<Garbage> kinds = GarbageKinds();
   kinds.push_back({"crafted gloo op into an unposted slot", CraftedGlooOp(), false});
@@ -257,18 +259,39 @@ TEST(GlooGarbage, OurTransportRefusesGarbageAndCraftedOpsAtTheHello) {
     }
     spray(fresh);
   });
+  ::testing::internal::CaptureStderr();  // the transport's line for each refused connection
   std::vector<Outcome> outcomes = RunPair(&store, Options(GlooTransport::kOl, 5000), [&] {
     std::lock_guard<std::mutex> lock(mu);
-    spray(hit);  // the ports still listen: still only for the hello
+    // The contexts are alive: a connection closed now was refused, not closed at teardown.
+    for (const auto& [what, fd] : open_fds) {
+      EXPECT_TRUE(ClosedByPeer(fd)) << what << " was not refused";
+      close(fd);
+    }
+    open_fds.clear();
+    for (int port : hit) {
+      for (const Garbage& garbage : kinds) {
+        EXPECT_EQ(SendRaw(port, garbage.bytes, /*close_after=*/true), -ECONNREFUSED)
+            << garbage.name << " to port " << port << " of a connected context";
+      }
+    }
   });
+  const std::string log = ::testing::internal::GetCapturedStderr();
+  std::cerr << log;
+  // Each was refused for what it sent (at the hello), not dropped when the listener closed.
+  size_t at_the_hello = 0;
+  std::istringstream lines(log);
+  for (std::string line; std::getline(lines, line);) {
+    if (line.find("refused connection from") != std::string::npos &&
+        line.find("takes no more connections") == std::string::npos) {
+      ++at_the_hello;
+    }
+  }
+  EXPECT_GE(at_the_hello, hit.size() * kinds.size()) << log;
   EXPECT_FALSE(hit.empty()) << "the garbage reached no port";
+  EXPECT_TRUE(open_fds.empty());
   for (int r = 0; r < 2; ++r) {
     EXPECT_TRUE(outcomes[r].connect.ok()) << outcomes[r].connect;
     EXPECT_TRUE(outcomes[r].first_call.ok()) << "rank " << r << ": " << outcomes[r].first_call;
-  }
-  for (const auto& [what, fd] : open_fds) {
-    EXPECT_TRUE(ClosedByPeer(fd)) << what << " was not refused";
-    close(fd);
   }
 }
 

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <new>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -96,11 +97,12 @@ class OlPair final : public ::gloo::transport::Pair {
 
 }  // namespace
 
-OlGlooContext::OlGlooContext(int rank, int size, std::unique_ptr<GlooMesh> mesh)
+OlGlooContext::OlGlooContext(int rank, int size, std::unique_ptr<GlooMesh> mesh, size_t max_early_bytes)
     : ::gloo::transport::Context(rank, size),
       mesh_(std::move(mesh)),
       transport_(mesh_ == nullptr ? nullptr : mesh_->transport()),
       peer_addresses_(size),
+      max_early_bytes_(max_early_bytes),
       left_(size, false),
       broken_(size, false),
       awaiting_goodbye_(size, false) {
@@ -223,6 +225,7 @@ void OlGlooContext::Send(OlUnboundBuffer* buffer, int to, uint64_t slot, size_t 
     buffer->last_send_ = absl::StrCat("a send of ", nbytes, " bytes to member ", to, " (slot ", Hex(slot), ")");
     if (to == rank) {  // a message to itself: delivered here
       ArriveLocked(to, slot, absl::string_view(data, nbytes));
+      if (!failure_.empty()) ThrowFailureLocked();  // past max_early_bytes
       buffer->send_done_.push_back(to);
       changed_.notify_all();
       return;
@@ -271,6 +274,7 @@ void OlGlooContext::Recv(OlUnboundBuffer* buffer, std::vector<int> from, uint64_
       const Early message = std::move(*it);
       kept.erase(it);
       if (kept.empty()) early_.erase(early);
+      early_bytes_ -= message.bytes.size();
       DeliverLocked(recv, message.from, message.bytes);
       if (!failure_.empty()) ThrowFailureLocked();
       return;
@@ -321,13 +325,38 @@ void OlGlooContext::OnMessage(int from, absl::string_view message) {
 }
 
 void OlGlooContext::ArriveLocked(int from, uint64_t slot, absl::string_view bytes) {
+  if (!failure_.empty()) return;  // every wait throws from now on: dropped
   for (auto it = posted_.begin(); it != posted_.end(); ++it) {
     if (it->slot != slot || std::find(it->from.begin(), it->from.end(), from) == it->from.end()) continue;
     const PostedRecv recv = *it;
     posted_.erase(it);
     return DeliverLocked(recv, from, bytes);
   }
-  early_[slot].push_back(Early{from, std::string(bytes)});
+  // Kept until its receive comes (sends are eager), within max_early_bytes_. This may run on the
+  // transport's I/O thread: a failure here fails the context, it never throws.
+  if (bytes.size() > max_early_bytes_ - std::min(early_bytes_, max_early_bytes_)) {
+    return FailLocked(absl::StrCat(
+        "ol gloo transport, member ", rank, ": member ", from, " sent ", bytes.size(), " bytes in slot ", Hex(slot),
+        " before any receive for it, with ", early_bytes_, " bytes of earlier messages kept unreceived in ",
+        CountEarlyLocked(), " message(s): over the limit of ", max_early_bytes_,
+        " bytes kept per context (max_early_bytes; do the members post the same receives?)"));
+  }
+  Early early{from, std::string()};
+  try {
+    early.bytes.assign(bytes.data(), bytes.size());
+  } catch (const std::bad_alloc&) {
+    return FailLocked(absl::StrCat("ol gloo transport, member ", rank, ": out of memory keeping the ", bytes.size(),
+                                   " bytes member ", from, " sent in slot ", Hex(slot), " before any receive for it (",
+                                   early_bytes_, " bytes of earlier messages kept)"));
+  }
+  early_bytes_ += bytes.size();
+  early_[slot].push_back(std::move(early));
+}
+
+size_t OlGlooContext::CountEarlyLocked() const {
+  size_t n = 0;
+  for (const auto& [slot, kept] : early_) n += kept.size();
+  return n;
 }
 
 bool OlGlooContext::Wait(OlUnboundBuffer* buffer, bool recv, int* rank_out, std::chrono::milliseconds timeout) {
@@ -337,14 +366,14 @@ bool OlGlooContext::Wait(OlUnboundBuffer* buffer, bool recv, int* rank_out, std:
   std::deque<int>& done = recv ? buffer->recv_done_ : buffer->send_done_;
   bool& aborted = recv ? buffer->abort_recv_ : buffer->abort_send_;
   while (true) {
+    if (aborted) {  // as gloo: an abort interrupts this wait (only this one) even if one completed
+      aborted = false;
+      return false;
+    }
     if (!done.empty()) {
       if (rank_out != nullptr) *rank_out = done.front();
       done.pop_front();
       return true;
-    }
-    if (aborted) {
-      aborted = false;
-      return false;
     }
     if (!failure_.empty()) ThrowFailureLocked();
     if (changed_.wait_until(lock, deadline) == std::cv_status::timeout && done.empty() && !aborted &&

@@ -9,21 +9,30 @@
 // against the receives posted so far, oldest first, so sends and receives of one (peer, slot)
 // pair up in FIFO order. A message with no posted receive yet is kept (copied) until one comes;
 // a receive from a set of ranks takes the oldest kept message of any of them, else the first to
-// arrive. A message is copied once, from the transport's receive buffer into the posted buffer.
-// Its length must equal the posted receive's: anything else fails the context (never a write
-// past the buffer), as do undecodable bytes.
+// arrive. A message whose receive was posted is copied once on the receiving side, from the
+// transport's receive buffer into the posted buffer; one that came early twice (into the kept
+// copy, then into the buffer). Its length must equal the posted receive's: anything else fails
+// the context (never a write past the buffer), as do undecodable bytes.
 //
-// Sending completes before send() returns, as soon as the caller's memory may change: messages
-// below kDirectSendBytes are copied once into the transport's queue; larger ones are written
-// from the caller's memory for as long as the socket takes them at once
-// (Transport::SendRegistered), and only the rest is copied (Transport::UnregisterMemory).
-// (Completing large sends when the receiver acknowledged them instead, with no copy at all, was
-// measured no faster here: the ack needs the peer's I/O thread scheduled.)
+// Sends are eager, unlike gloo's TCP transport (a rendezvous: there the data moves once the
+// receiver posted its receive, and a send completes after that). Here a send completes before
+// send() returns, as soon as the caller's memory may change, whether or not the receiver posted:
+// messages below kDirectSendBytes are copied once into the transport's queue; larger ones are
+// written from the caller's memory for as long as the socket takes them at once
+// (Transport::SendRegistered), and only the rest is copied (Transport::UnregisterMemory). So a
+// receiver keeps what arrives before its receive: at most `max_early_bytes` in all per context
+// (OlGlooDeviceOptions, default 1 GiB); a message past that fails the context naming its sender
+// and the sizes (so does a failed allocation for it). One message is at most 2 GiB (the
+// transport's max_frame_bytes). (Completing large sends when the receiver acknowledged them
+// instead, with no copy at all, was measured no faster here: the ack needs the peer's I/O thread
+// scheduled.)
 //
 // Failures. A broken link, bytes a peer should not have sent, a size mismatch or a wait past its
-// timeout (the context's, gloo::IoException as gloo's TCP transport throws) fail the whole
-// context: every pending and later wait throws gloo::IoException with the first failure, which
-// names the member. abortWaitRecv / abortWaitSend make the current (or next) wait return false.
+// timeout (the context's, gloo::IoException as gloo's TCP transport throws), or early messages
+// past max_early_bytes fail the whole context: every pending and later wait throws
+// gloo::IoException with the first failure, which names the member. abortWaitRecv /
+// abortWaitSend make the current (or next) wait return false, as in gloo even if an operation
+// completed meanwhile (that completion stays for the next wait).
 //
 // Closing. A context that goes away says goodbye to its peers and waits (at most the timeout)
 // for their answers: per-link order then guarantees that everything it sent was received (sends
@@ -81,8 +90,9 @@ class OlGlooContext final : public ::gloo::transport::Context, public std::enabl
  public:
   static constexpr size_t kDirectSendBytes = size_t{256} << 10;
 
-  // `mesh` may be null for a context of one member (nothing to reach).
-  OlGlooContext(int rank, int size, std::unique_ptr<GlooMesh> mesh);
+  // `mesh` may be null for a context of one member (nothing to reach). At most
+  // `max_early_bytes` of messages without a posted receive are kept (past it the context fails).
+  OlGlooContext(int rank, int size, std::unique_ptr<GlooMesh> mesh, size_t max_early_bytes);
   ~OlGlooContext() override;
 
   std::unique_ptr<::gloo::transport::Pair>& createPair(int rank) override;
@@ -125,6 +135,7 @@ class OlGlooContext final : public ::gloo::transport::Context, public std::enabl
   // A message from `from` (maybe this member): into the oldest matching receive, else kept.
   void ArriveLocked(int from, uint64_t slot, absl::string_view bytes);  // REQUIRES: mu_ held
   void FailLocked(const std::string& why);  // REQUIRES: mu_ held
+  size_t CountEarlyLocked() const;          // messages in early_; REQUIRES: mu_ held
   // Copies `bytes` into the receive and completes it, or fails the context on a size mismatch.
   void DeliverLocked(const PostedRecv& recv, int from, absl::string_view bytes);
   [[noreturn]] void ThrowFailureLocked() const;
@@ -142,6 +153,8 @@ class OlGlooContext final : public ::gloo::transport::Context, public std::enabl
   std::string failure_;                              // empty: healthy
   std::list<PostedRecv> posted_;                     // receives without a message, oldest first
   std::map<uint64_t, std::deque<Early>> early_;      // [slot]: messages without a receive
+  const size_t max_early_bytes_;
+  size_t early_bytes_ = 0;                           // of early_'s messages
   std::vector<bool> left_;                           // [member]: said goodbye
   std::vector<bool> broken_;                         // [member]: its link failed
   std::vector<bool> awaiting_goodbye_;               // [member]: SayGoodbye waits for its answer

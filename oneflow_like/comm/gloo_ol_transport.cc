@@ -1,5 +1,6 @@
 #include "oneflow_like/comm/gloo_ol_transport.h"
 
+#include <algorithm>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -34,19 +35,16 @@ class OlGlooDevice final : public ::gloo::transport::Device {
   const std::string& getPCIBusID() const override { return pci_bus_id_; }
 
   std::shared_ptr<::gloo::transport::Context> createContext(int rank, int size) override {
-    if (size <= 1) return std::make_shared<OlGlooContext>(rank, size, nullptr);
-    TcpTransportOptions tcp;
-    tcp.rank = rank;
-    tcp.world_size = size;
-    tcp.bind_address = options_.bind_address;
-    tcp.job_token = options_.job_token;
-    tcp.connect_timeout_ms = options_.connect_timeout_ms;
-    absl::StatusOr<std::unique_ptr<TcpTransport>> listening = TcpTransport::Listen(tcp);
+    const size_t max_early_bytes = static_cast<size_t>(std::max<int64_t>(options_.max_early_bytes, 0));
+    if (size <= 1) return std::make_shared<OlGlooContext>(rank, size, nullptr, max_early_bytes);
+    absl::StatusOr<std::unique_ptr<TcpTransport>> listening =
+        TcpTransport::Listen(OlGlooMeshOptions(options_, rank, size));
     if (!listening.ok()) {
       throw ::gloo::IoException(absl::StrCat("ol gloo transport: member ", rank, " of ", size,
                                              " cannot listen: ", listening.status().ToString()));
     }
-    return std::make_shared<OlGlooContext>(rank, size, std::make_unique<TcpGlooMesh>(*std::move(listening)));
+    return std::make_shared<OlGlooContext>(rank, size, std::make_unique<TcpGlooMesh>(*std::move(listening)),
+                                           max_early_bytes);
   }
 
  private:
@@ -55,6 +53,19 @@ class OlGlooDevice final : public ::gloo::transport::Device {
 };
 
 }  // namespace
+
+TcpTransportOptions OlGlooMeshOptions(const OlGlooDeviceOptions& options, int rank, int size) {
+  TcpTransportOptions tcp;
+  tcp.rank = rank;
+  tcp.world_size = size;
+  tcp.bind_address = options.bind_address;
+  tcp.job_token = options.job_token;
+  tcp.connect_timeout_ms = options.connect_timeout_ms;
+  tcp.close_listener_after_connect = true;
+  tcp.max_pending_connections = options.max_pending_connections;
+  tcp.keep_spare_payloads = false;
+  return tcp;
+}
 
 std::shared_ptr<::gloo::transport::Device> CreateOlGlooDevice(OlGlooDeviceOptions options) {
   return std::make_shared<OlGlooDevice>(std::move(options));

@@ -12,8 +12,10 @@
 //
 // connectFullMesh: createContext listens (one TcpTransport per context, rank = the member, world
 // = the group); each pair's address is that endpoint; once every pair got its peer's address the
-// context connects the mesh (the lower member dials), bounded by connect_timeout_ms. Matching,
-// copies and failures: gloo_ol_context.h. Only gloo's unbound buffers are implemented.
+// context connects the mesh (the lower member dials), bounded by connect_timeout_ms, and closes
+// its listening socket: a connection to the port after that is refused by the kernel. Matching,
+// eager sends, copies and failures: gloo_ol_context.h. Only gloo's unbound buffers are
+// implemented.
 // Thread-safety: the device is immutable; createContext may be called from any thread.
 #ifndef ONEFLOW_LIKE_COMM_GLOO_OL_TRANSPORT_H_
 #define ONEFLOW_LIKE_COMM_GLOO_OL_TRANSPORT_H_
@@ -23,6 +25,7 @@
 #include <string>
 
 #include "gloo/transport/device.h"
+#include "oneflow_like/comm/tcp_transport.h"
 
 namespace oneflow_like {
 namespace comm {
@@ -31,10 +34,21 @@ struct OlGlooDeviceOptions {
   std::string bind_address = "127.0.0.1";  // numeric IPv4 the contexts listen on
   std::string job_token;                   // every link's hello carries it (required)
   int64_t connect_timeout_ms = 30000;      // connecting a context's mesh; a stranger's hello
+  // Sends are eager (gloo_ol_context.h): a receiver keeps the messages that arrive before their
+  // receive. Past this many bytes kept in one context, the context fails naming the sender.
+  int64_t max_early_bytes = int64_t{1} << 30;
+  // Connections to a context still in their hello while it connects, at most.
+  int32_t max_pending_connections = 64;
 };
 
 // REQUIRES: options.job_token is not empty.
 std::shared_ptr<::gloo::transport::Device> CreateOlGlooDevice(OlGlooDeviceOptions options);
+
+// The TcpTransport options of member `rank`'s links in a context of `size` members: the
+// listener closes once the mesh is connected (gloo's contexts take no late peers), a bounded
+// number of connections may wait in their hello, and no spare payloads are kept (gloo never
+// takes them back). Exposed for tests.
+TcpTransportOptions OlGlooMeshOptions(const OlGlooDeviceOptions& options, int rank, int size);
 
 }  // namespace comm
 }  // namespace oneflow_like

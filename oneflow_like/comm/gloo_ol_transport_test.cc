@@ -7,8 +7,13 @@
 // The collectives themselves run over it in gloo_collective_test and gloo_channel_test.
 #include "oneflow_like/comm/gloo_ol_transport.h"
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
+
+#include <cerrno>
 
 #include <atomic>
 #include <chrono>
@@ -53,17 +58,19 @@ class Latch {
   int left_;
 };
 
-// Connects `n` members over our device (tokens[r] for member r, default all "job-token") and runs
-// body(r, context) on each member's thread. An exception escaping a body fails the test.
+// Connects `n` members over our device (tokens[r] for member r, default all "job-token";
+// `options` for the rest) and runs body(r, context) on each member's thread. timeout_ms is the
+// context's (every wait's default) and the connect timeout. An exception escaping a body fails
+// the test.
 void OnMembers(int n, int64_t timeout_ms, const std::function<void(int, std::shared_ptr<::gloo::Context>)>& body,
-               std::vector<std::string> tokens = {}) {
+               std::vector<std::string> tokens = {}, OlGlooDeviceOptions base = {}) {
   if (tokens.empty()) tokens.assign(n, "job-token");
   ::gloo::rendezvous::HashStore store;
   std::vector<std::thread> threads;
   for (int r = 0; r < n; ++r) {
     threads.emplace_back([&, r] {
       try {
-        OlGlooDeviceOptions options;
+        OlGlooDeviceOptions options = base;
         options.job_token = tokens[r];
         options.connect_timeout_ms = timeout_ms;
         std::shared_ptr<::gloo::transport::Device> device = CreateOlGlooDevice(options);
@@ -97,7 +104,7 @@ void ExpectThrows(const std::function<void()>& call, const std::string& expected
 }
 
 TEST(GlooOlTransport, SendsAndReceivesMatchByPeerAndSlotInFifoOrder) {
-  const size_t kLarge = size_t{1} << 20;  // written from the sender's memory, acknowledged
+  const size_t kLarge = size_t{1} << 20;  // written from the sender's memory, the rest copied
   const size_t kMiddle = 300 << 10;
   OnMembers(2, 20000, [&](int r, std::shared_ptr<::gloo::Context> context) {
     if (r == 0) {
@@ -192,13 +199,13 @@ TEST(GlooOlTransport, AReceiveFromASetTakesTheFirstMessageOfAnyOfThem) {
 
 TEST(GlooOlTransport, AWaitPastTheTimeoutThrowsAndFailsTheContext) {
   Latch done(2);
-  OnMembers(2, 300, [&](int r, std::shared_ptr<::gloo::Context> context) {
+  OnMembers(2, 20000, [&](int r, std::shared_ptr<::gloo::Context> context) {  // a generous connect
     if (r == 0) {
       std::vector<char> x(4);
       auto ux = context->createUnboundBuffer(x.data(), x.size());
       ux->recv(1, /*slot=*/5);  // member 1 never sends
       const auto start = Clock::now();
-      ExpectThrows<::gloo::IoException>([&] { ux->waitRecv(); },
+      ExpectThrows<::gloo::IoException>([&] { ux->waitRecv(nullptr, std::chrono::milliseconds(300)); },
                                         "timed out after 300 ms waiting for a receive of 4 bytes from member(s) 1");
       EXPECT_LT(Clock::now() - start, std::chrono::seconds(5));
       // The context is one failure domain, as with gloo's TCP: later operations fail at once.
@@ -209,11 +216,12 @@ TEST(GlooOlTransport, AWaitPastTheTimeoutThrowsAndFailsTheContext) {
 }
 
 TEST(GlooOlTransport, AbortWaitRecvMakesTheWaitReturnFalse) {
+  Latch aborted(2);
   OnMembers(2, 20000, [&](int r, std::shared_ptr<::gloo::Context> context) {
     std::vector<char> x = Bytes(16, 7);
     auto ux = context->createUnboundBuffer(x.data(), x.size());
     if (r == 1) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(300));
+      aborted.ArriveAndWait();  // member 0's first wait returned
       ux->send(0, 1);
       ASSERT_TRUE(ux->waitSend());
       return;
@@ -221,33 +229,64 @@ TEST(GlooOlTransport, AbortWaitRecvMakesTheWaitReturnFalse) {
     std::fill(x.begin(), x.end(), 0);
     ux->recv(1, 1);
     std::thread aborter([&] {
-      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));  // most likely while it waits
       ux->abortWaitRecv();
     });
-    EXPECT_FALSE(ux->waitRecv());  // aborted, the receive still posted
+    EXPECT_FALSE(ux->waitRecv());  // aborted (nothing can have arrived), the receive still posted
     aborter.join();
+    aborted.ArriveAndWait();
     EXPECT_TRUE(ux->waitRecv());
     EXPECT_EQ(x, Bytes(16, 7));
   });
 }
 
+// As gloo's: an abort interrupts the wait even when an operation already completed (that
+// completion is left for the next wait), and interrupts that one wait only.
+TEST(GlooOlTransport, AnAbortComesBeforeACompletionAndInterruptsOneWait) {
+  OnMembers(2, 20000, [&](int r, std::shared_ptr<::gloo::Context> context) {
+    std::vector<char> x = Bytes(16, 9), y = Bytes(4, 1);
+    auto ux = context->createUnboundBuffer(x.data(), x.size());
+    auto uy = context->createUnboundBuffer(y.data(), y.size());
+    if (r == 1) {
+      ux->send(0, 1);
+      uy->send(0, 2);
+      ASSERT_TRUE(ux->waitSend());
+      ASSERT_TRUE(uy->waitSend());
+      return;
+    }
+    std::fill(x.begin(), x.end(), 0);
+    ux->recv(1, 1);
+    uy->recv(1, 2);
+    ASSERT_TRUE(uy->waitRecv());  // one link delivers in order: slot 1's receive completed too
+    ux->abortWaitRecv();
+    EXPECT_FALSE(ux->waitRecv()) << "the abort must come first";
+    int from = -1;
+    EXPECT_TRUE(ux->waitRecv(&from)) << "the completion must stay for the next wait";
+    EXPECT_EQ(from, 1);
+    EXPECT_EQ(x, Bytes(16, 9));
+  });
+}
+
 TEST(GlooOlTransport, APeerThatClosesItsContextInTheMiddleOfACallFailsItNamingThePeer) {
+  Latch posted(2), done(2);  // members 0 and 1; members 0 and 2
   OnMembers(3, 20000, [&](int r, std::shared_ptr<::gloo::Context> context) {
     std::vector<char> x(1 << 20);
     auto ux = context->createUnboundBuffer(x.data(), x.size());
-    if (r == 1) {  // leaves: its context goes away while member 0 waits for it
-      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    if (r == 1) {  // leaves once member 0 posted its receive: its context goes away meanwhile
+      posted.ArriveAndWait();
       return;
     }
-    if (r == 2) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(500));
+    if (r == 2) {  // stays until member 0 is done
+      done.ArriveAndWait();
       return;
     }
     ux->recv(1, 3);
+    posted.ArriveAndWait();
     const auto start = Clock::now();
     ExpectThrows<::gloo::IoException>([&] { ux->waitRecv(); }, "member(s) 1 closed the context while");
     EXPECT_LT(Clock::now() - start, std::chrono::seconds(5)) << "waited for the timeout instead";
     ExpectThrows<::gloo::IoException>([&] { ux->send(2, 4); }, "member(s) 1 closed");  // later calls too
+    done.ArriveAndWait();
   });
 }
 
@@ -258,21 +297,26 @@ TEST(GlooOlTransport, APeerThatCrashesInTheMiddleOfACallFailsItNamingThePeer) {
   OlGlooDeviceOptions options;
   options.job_token = "job-token";
   options.connect_timeout_ms = 20000;
+  int posted[2];  // member 0 writes a byte once its receive is posted (or exits: EOF)
+  ASSERT_EQ(pipe(posted), 0);
   const pid_t child = fork();
   ASSERT_GE(child, 0);
   if (child == 0) {  // member 1, a process of its own: connects, then dies closing nothing
+    close(posted[1]);
     try {
       ::gloo::rendezvous::FileStore store(dir);
       std::shared_ptr<::gloo::transport::Device> device = CreateOlGlooDevice(options);
       ::gloo::rendezvous::Context context(1, 2);
       context.setTimeout(std::chrono::milliseconds(20000));
       context.connectFullMesh(store, device);
-      std::this_thread::sleep_for(std::chrono::milliseconds(200));
+      char byte;
+      if (read(posted[0], &byte, 1) != 1) _exit(3);
       _exit(0);  // no destructor runs: the kernel closes the sockets, no goodbye is said
     } catch (...) {
       _exit(2);
     }
   }
+  close(posted[0]);
   ::gloo::rendezvous::FileStore store(dir);
   std::shared_ptr<::gloo::transport::Device> device = CreateOlGlooDevice(options);
   auto context = std::make_shared<::gloo::rendezvous::Context>(0, 2);
@@ -281,12 +325,119 @@ TEST(GlooOlTransport, APeerThatCrashesInTheMiddleOfACallFailsItNamingThePeer) {
   std::vector<char> x(64);
   auto ux = context->createUnboundBuffer(x.data(), x.size());
   ux->recv(1, 3);
+  ASSERT_EQ(write(posted[1], "x", 1), 1);
+  close(posted[1]);
   const auto start = Clock::now();
   ExpectThrows<::gloo::IoException>([&] { ux->waitRecv(); }, "the link to member 1 failed");
   EXPECT_LT(Clock::now() - start, std::chrono::seconds(5)) << "waited for the timeout instead";
   int status = 0;
   ASSERT_EQ(waitpid(child, &status, 0), child);
-  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "member 1 failed to connect";
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "member 1 failed to connect (2) or to hear (3)";
+}
+
+// Sends are eager: what arrives before its receive is kept, up to max_early_bytes per context;
+// past it the context fails naming the sender and the sizes.
+TEST(GlooOlTransport, EarlyMessagesPastTheCapFailTheContextNamingTheSender) {
+  OlGlooDeviceOptions options;
+  options.max_early_bytes = 100 << 10;
+  Latch done(2);
+  OnMembers(
+      2, 20000,
+      [&](int r, std::shared_ptr<::gloo::Context> context) {
+        std::vector<char> x = Bytes(40 << 10, 3);
+        auto ux = context->createUnboundBuffer(x.data(), x.size());
+        if (r == 0) {
+          for (int i = 0; i < 3; ++i) {  // 120 KiB on a slot member 1 never receives
+            ux->send(1, /*slot=*/0x77);
+            ASSERT_TRUE(ux->waitSend());
+          }
+          ux->send(1, /*slot=*/0x78);  // the one member 1 waits for, behind them on the link
+          ASSERT_TRUE(ux->waitSend());
+        } else {
+          ux->recv(0, 0x78);
+          ExpectThrows<::gloo::IoException>(
+              [&] { ux->waitRecv(); },
+              "member 0 sent 40960 bytes in slot 0x77 before any receive for it, with 81920 bytes of earlier "
+              "messages kept unreceived in 2 message(s): over the limit of 102400 bytes");
+        }
+        done.ArriveAndWait();
+      },
+      {}, options);
+}
+
+TEST(GlooOlTransport, EarlyMessagesWithinTheCapAreKept) {
+  OlGlooDeviceOptions options;
+  options.max_early_bytes = 100 << 10;
+  std::vector<std::unique_ptr<Latch>> phases;  // two a round (a Latch is single-use)
+  for (int i = 0; i < 6; ++i) phases.push_back(std::make_unique<Latch>(2));
+  OnMembers(
+      2, 20000,
+      [&](int r, std::shared_ptr<::gloo::Context> context) {
+        std::vector<char> x = Bytes(40 << 10, 4);
+        auto ux = context->createUnboundBuffer(x.data(), x.size());
+        for (int round = 0; round < 3; ++round) {  // 80 KiB early per round: the cap counts what is kept now
+          if (r == 0) {
+            ux->send(1, 0x70);
+            ux->send(1, 0x70);
+            ASSERT_TRUE(ux->waitSend());
+            ASSERT_TRUE(ux->waitSend());
+          }
+          phases[2 * round]->ArriveAndWait();
+          if (r == 1) {  // the messages most likely arrived: early, kept, then taken (and uncounted)
+            for (int i = 0; i < 2; ++i) {
+              std::fill(x.begin(), x.end(), 0);
+              ux->recv(0, 0x70);
+              ASSERT_TRUE(ux->waitRecv());
+              EXPECT_EQ(x, Bytes(40 << 10, 4));
+            }
+          }
+          phases[2 * round + 1]->ArriveAndWait();
+        }
+      },
+      {}, options);
+}
+
+// gloo's contexts take no late peers: once connected, a context's port refuses connections (the
+// kernel answers; nothing unauthenticated stays open for the context's life).
+TEST(GlooOlTransport, AConnectedContextNoLongerListens) {
+  Latch checked(2);
+  OnMembers(2, 20000, [&](int r, std::shared_ptr<::gloo::Context> context) {
+    const std::string endpoint = context->getPair(1 - r)->address().str();  // this member's port
+    const size_t colon = endpoint.rfind(':');
+    ASSERT_NE(colon, std::string::npos) << endpoint;
+    sockaddr_in address{};
+    address.sin_family = AF_INET;
+    address.sin_port = htons(static_cast<uint16_t>(std::stoi(endpoint.substr(colon + 1))));
+    inet_pton(AF_INET, endpoint.substr(0, colon).c_str(), &address.sin_addr);
+    const int fd = socket(AF_INET, SOCK_STREAM, 0);
+    const int connected = connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address));
+    const int error = errno;
+    close(fd);
+    EXPECT_EQ(connected, -1) << "member " << r << " still listens on " << endpoint;
+    EXPECT_EQ(error, ECONNREFUSED) << std::strerror(error);
+    checked.ArriveAndWait();
+    // And the context works.
+    std::vector<char> in = Bytes(64, r), out(64);
+    auto uin = context->createUnboundBuffer(in.data(), in.size());
+    auto uout = context->createUnboundBuffer(out.data(), out.size());
+    uout->recv(1 - r, 1);
+    uin->send(1 - r, 1);
+    ASSERT_TRUE(uin->waitSend());
+    ASSERT_TRUE(uout->waitRecv());
+    EXPECT_EQ(out, Bytes(64, 1 - r));
+  });
+}
+
+TEST(GlooOlTransport, TheMeshesTransportKeepsNoSparesAndFewStrangers) {
+  OlGlooDeviceOptions options;
+  options.job_token = "t";
+  const TcpTransportOptions tcp = OlGlooMeshOptions(options, 1, 3);
+  EXPECT_EQ(tcp.rank, 1);
+  EXPECT_EQ(tcp.world_size, 3);
+  EXPECT_FALSE(tcp.keep_spare_payloads) << "gloo's contexts never take spare payloads back";
+  EXPECT_TRUE(tcp.close_listener_after_connect);
+  EXPECT_EQ(tcp.max_pending_connections, options.max_pending_connections);
+  EXPECT_GT(tcp.max_pending_connections, 0);
 }
 
 TEST(GlooOlTransport, AMessageOfAnotherSizeThanItsReceiveIsRefused) {
