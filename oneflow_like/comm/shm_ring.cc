@@ -193,7 +193,10 @@ absl::StatusOr<std::optional<ShmRecord>> ShmRing::Peek(bool* wake_writer) {
     }
     const uint64_t to_end = capacity_ - position;
     if (header.flags == kPadding) {
-      if (header.bytes != to_end - kShmRecordHeaderBytes || to_end > available) {
+      // A writer pads only the end of the ring that a record does not fit in, never a whole
+      // pass (position 0): so one Peek skips at most one padding (a writer publishing full-ring
+      // padding again and again would otherwise hold the reader here forever).
+      if (position == 0 || header.bytes != to_end - kShmRecordHeaderBytes || to_end > available) {
         return Corrupt(absl::StrCat(where, ": padding of ", header.bytes, " bytes, ", to_end, " to the end, ",
                                     available, " published"));
       }

@@ -1,5 +1,6 @@
 #include "oneflow_like/comm/shm_ring.h"
 
+#include <cstddef>
 #include <cstring>
 #include <memory>
 #include <string>
@@ -7,6 +8,7 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "oneflow_like/comm/crc32c.h"
 
 namespace oneflow_like {
 namespace comm {
@@ -133,6 +135,28 @@ TEST_F(ShmRingCorruptionTest, AnyHeaderByteFailsTheChecksum) {
     segment_.data()[byte] ^= 0x40;
   }
   EXPECT_TRUE(PeekStatus().ok());
+}
+
+// A header with a valid checksum (a checksum is no secret) that pads a whole pass of the ring:
+// no writer does that (it pads only an end a record does not fit), and a writer publishing it
+// again and again would hold the reader in Peek forever, so it is refused.
+TEST_F(ShmRingCorruptionTest, PaddingAWholePassIsRefused) {
+  struct {
+    uint32_t magic, flags;
+    int32_t from, to;
+    uint64_t sequence, bytes, message_bytes;
+    uint32_t checksum;
+  } header;
+  std::memcpy(&header, segment_.data(), sizeof(header));  // the record "hello": magic, ranks, sequence 0
+  header.flags = 4;  // padding
+  header.bytes = kCapacity - kShmRecordHeaderBytes;
+  header.message_bytes = 0;
+  header.checksum = Crc32c(&header, offsetof(decltype(header), checksum));
+  std::memcpy(segment_.data(), &header, sizeof(header));
+  *head() = kCapacity;
+  const absl::Status status = PeekStatus();
+  EXPECT_EQ(status.code(), absl::StatusCode::kDataLoss) << status;
+  EXPECT_THAT(std::string(status.message()), HasSubstr("padding"));
 }
 
 TEST_F(ShmRingCorruptionTest, HeadBeyondTheRing) {
