@@ -354,9 +354,11 @@ TEST(GlooOlTransport, EarlyMessagesPastTheCapFailTheContextNamingTheSender) {
           ux->send(1, /*slot=*/0x78);  // the one member 1 waits for, behind them on the link
           ASSERT_TRUE(ux->waitSend());
         } else {
-          ux->recv(0, 0x78);
           ExpectThrows<::gloo::IoException>(
-              [&] { ux->waitRecv(); },
+              [&] {
+                ux->recv(0, 0x78);  // throws itself if the context failed before
+                ux->waitRecv();
+              },
               "member 0 sent 40960 bytes in slot 0x77 before any receive for it, with 81920 bytes of earlier "
               "messages kept unreceived in 2 message(s): over the limit of 102400 bytes");
         }
