@@ -37,6 +37,7 @@ using testing_util::Inbox;
 using testing_util::kHangGuard;
 using testing_util::MessageSize;
 using testing_util::Pattern;
+using testing_util::Raw;
 
 TcpTransportOptions Options(int32_t rank, int32_t world_size) {
   TcpTransportOptions options;
@@ -63,12 +64,6 @@ std::vector<std::string> Endpoints(const std::vector<std::unique_ptr<TcpTranspor
   std::vector<std::string> endpoints;
   for (const auto& t : world) endpoints.push_back(t->endpoint());
   return endpoints;
-}
-
-std::vector<Transport*> Raw(const std::vector<std::unique_ptr<TcpTransport>>& world) {
-  std::vector<Transport*> raw;
-  for (const auto& t : world) raw.push_back(t.get());
-  return raw;
 }
 
 // Connects every rank concurrently (Connect blocks until all of a rank's links are up).
@@ -146,19 +141,9 @@ TEST(TcpTransportTest, TwoRanksDeliverInOrderIncludingLargeAndEmptyPayloads) {
   for (int r = 0; r < 2; ++r) world[r]->SetReceiver(inbox[r].Receiver());
   ConnectAll(world);
   constexpr int kMessages = 24;
-  for (int i = 0; i < kMessages; ++i) {
-    for (int r = 0; r < 2; ++r) ASSERT_TRUE(world[r]->Send(Rank(1 - r), Pattern(r, 1 - r, i, MessageSize(i))).ok());
-  }
-  int64_t payload_bytes = 0;
-  for (int i = 0; i < kMessages; ++i) payload_bytes += static_cast<int64_t>(MessageSize(i));
+  const int64_t payload_bytes = testing_util::ExpectTwoRanksDeliverInOrder(Raw(world), inbox, kMessages);
+  // Wire bytes: one header per frame plus the payloads, counted on both ends.
   for (int r = 0; r < 2; ++r) {
-    ASSERT_TRUE(inbox[r].WaitFor(kMessages));
-    ASSERT_EQ(inbox[r].messages.size(), static_cast<size_t>(kMessages));
-    for (int i = 0; i < kMessages; ++i) {
-      EXPECT_EQ(inbox[r].messages[i].first, 1 - r);
-      EXPECT_TRUE(inbox[r].messages[i].second == Pattern(1 - r, r, i, MessageSize(i))) << "message " << i;
-    }
-    // Wire bytes: one header per frame plus the payloads, counted on both ends.
     EXPECT_EQ(world[r]->bytes_received(), kMessages * static_cast<int64_t>(kFrameHeaderBytes) + payload_bytes);
   }
   EXPECT_EQ(world[0]->bytes_sent(), world[1]->bytes_received());

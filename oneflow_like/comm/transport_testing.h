@@ -13,6 +13,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -64,7 +65,19 @@ struct Errors {
     if (!changed.wait_for(lock, kHangGuard, [&] { return !statuses.empty(); })) return absl::OkStatus();
     return statuses.front();
   }
+  size_t Count() {
+    std::lock_guard<std::mutex> lock(mu);
+    return statuses.size();
+  }
 };
+
+// The endpoints of a world of some transport, as the scenarios below take them.
+template <typename T>
+std::vector<Transport*> Raw(const std::vector<std::unique_ptr<T>>& world) {
+  std::vector<Transport*> raw;
+  for (const std::unique_ptr<T>& t : world) raw.push_back(t.get());
+  return raw;
+}
 
 // Deterministic bytes of message `index` (depends on every argument).
 inline std::string Pattern(int from, int to, int index, size_t size) {
@@ -83,6 +96,27 @@ inline std::string Pattern(int from, int to, int index, size_t size) {
 inline size_t MessageSize(int index) {
   const size_t sizes[] = {0, 1, 100, 0, 70000, 5 * 1024 * 1024 + 3, 40, 0};
   return sizes[index % 8];
+}
+
+// Ranks 0 and 1 Send `messages` messages of MessageSize(i) bytes to each other (empty, small
+// and 5 MiB payloads); each receives them in order. Returns the payload bytes each received.
+// REQUIRES: receivers installed (inboxes[0], inboxes[1]).
+inline int64_t ExpectTwoRanksDeliverInOrder(const std::vector<Transport*>& world, Inbox* inboxes, int messages = 24) {
+  for (int i = 0; i < messages; ++i) {
+    for (int r = 0; r < 2; ++r) EXPECT_TRUE(world[r]->Send(Rank(1 - r), Pattern(r, 1 - r, i, MessageSize(i))).ok());
+  }
+  int64_t payload_bytes = 0;
+  for (int i = 0; i < messages; ++i) payload_bytes += static_cast<int64_t>(MessageSize(i));
+  for (int r = 0; r < 2; ++r) {
+    EXPECT_TRUE(inboxes[r].WaitFor(static_cast<size_t>(messages)));
+    std::lock_guard<std::mutex> lock(inboxes[r].mu);
+    EXPECT_EQ(inboxes[r].messages.size(), static_cast<size_t>(messages));
+    for (int i = 0; i < messages && i < static_cast<int>(inboxes[r].messages.size()); ++i) {
+      EXPECT_EQ(inboxes[r].messages[i].first, 1 - r);
+      EXPECT_TRUE(inboxes[r].messages[i].second == Pattern(1 - r, r, i, MessageSize(i))) << "message " << i;
+    }
+  }
+  return payload_bytes;
 }
 
 // Every rank sends `messages` messages to every rank (itself included) from its own thread at
