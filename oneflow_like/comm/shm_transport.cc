@@ -410,6 +410,9 @@ void ShmTransport::BreakEdge(Peer& peer, const absl::Status& status) {
     return;
   }
   peer.in_broken = true;
+  // Tell the peer: its side of the link reads EOF ("closed its shared-memory link") instead of
+  // filling a ring nobody reads.
+  if (peer.socket.valid()) shutdown(peer.socket.get(), SHUT_RDWR);
   if (peer.reported) return;
   peer.reported = true;
   absl::Status failure;

@@ -65,6 +65,10 @@ struct Errors {
     if (!changed.wait_for(lock, kHangGuard, [&] { return !statuses.empty(); })) return absl::OkStatus();
     return statuses.front();
   }
+  size_t Count() {
+    std::lock_guard<std::mutex> lock(mu);
+    return statuses.size();
+  }
 };
 
 // The endpoints of a world of some transport, as the scenarios below take them.

@@ -111,11 +111,27 @@ absl::StatusOr<ScopedFd> DialUnix(const std::string& path, absl::Time deadline) 
     ScopedFd socket(::socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0));  // blocking connect, then non-blocking
     if (!socket.valid()) return absl::UnavailableError(absl::StrCat("socket: ", std::strerror(errno)));
     if (connect(socket.get(), reinterpret_cast<const sockaddr*>(&address), sizeof(address)) == 0) {
+      // Whoever listens there must be us (our user id) before anything, the job token first of
+      // all, is sent: a listener another user put at a path ours left would otherwise get it.
+      ucred credentials{};
+      socklen_t size = sizeof(credentials);
+      if (getsockopt(socket.get(), SOL_SOCKET, SO_PEERCRED, &credentials, &size) != 0) {
+        return absl::UnavailableError(absl::StrCat("SO_PEERCRED of ", path, ": ", std::strerror(errno)));
+      }
+      if (credentials.uid != geteuid()) {
+        return absl::PermissionDeniedError(absl::StrCat("the listener at ", path, " runs as user id ", credentials.uid,
+                                                        ", not ours (", geteuid(), "): not dialing it"));
+      }
       fcntl(socket.get(), F_SETFL, fcntl(socket.get(), F_GETFL) | O_NONBLOCK);
       return socket;
     }
     const int error = errno;
-    if (error != ENOENT && error != ECONNREFUSED && error != EAGAIN && error != EINTR) {
+    if (error == ENOENT) {  // published only once bound: gone, or another /tmp
+      return absl::UnavailableError(absl::StrCat(
+          "connecting to ", path, ": no such socket (the listener is gone, or this process does not see its /tmp: ",
+          "another machine or mount namespace)"));
+    }
+    if (error != ECONNREFUSED && error != EAGAIN && error != EINTR) {
       return absl::UnavailableError(absl::StrCat("connecting to ", path, ": ", std::strerror(error)));
     }
     if (absl::Now() >= deadline) {

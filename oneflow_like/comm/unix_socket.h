@@ -51,7 +51,10 @@ class UnixListener {
   std::string path_;
 };
 
-// Connects to the listener at `path`, retrying while it does not exist or refuses, until `deadline`.
+// Connects to the listener at `path`, retrying while it refuses (not listening yet), until
+// `deadline`. A missing path is Unavailable at once (callers dial only published paths, which
+// exist from before they are published), and a listener of another user id is PermissionDenied
+// (checked with SO_PEERCRED before the caller sends anything).
 absl::StatusOr<ScopedFd> DialUnix(const std::string& path, absl::Time deadline);
 
 struct UnixMessage {
