@@ -17,7 +17,8 @@
 // connects the transport. Both channels authenticate with OL_JOB_TOKEN. With shared memory a
 // rank also publishes "shm_endpoint/<rank>" (its host identity and the path of its unix socket,
 // in a private 0700 directory); same-node peers dial it and pass the token in a hello before any
-// segment is handed over (SCM_RIGHTS), so the rings are reachable only through the token.
+// segment is handed over (SCM_RIGHTS), so the rings are reachable only by processes of this
+// user id (comm/README.md: what that means).
 // Failures: a peer that dies or stops answering (control heartbeats), a broken data link, or a
 // peer's Abort make failure() non-OK (naming the rank, its host and its last step); waits of
 // the rank executor return it. As a last resort against a main thread stuck elsewhere, the
