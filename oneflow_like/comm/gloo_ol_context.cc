@@ -365,7 +365,8 @@ bool OlGlooContext::Wait(OlUnboundBuffer* buffer, bool recv, int* rank_out, std:
   std::unique_lock<std::mutex> lock(mu_);
   std::deque<int>& done = recv ? buffer->recv_done_ : buffer->send_done_;
   bool& aborted = recv ? buffer->abort_recv_ : buffer->abort_send_;
-  while (true) {
+  while (true) {  // gloo's order: a failure (unless one completed), then an abort, then a completion
+    if (done.empty() && !failure_.empty()) ThrowFailureLocked();
     if (aborted) {  // as gloo: an abort interrupts this wait (only this one) even if one completed
       aborted = false;
       return false;
@@ -375,7 +376,6 @@ bool OlGlooContext::Wait(OlUnboundBuffer* buffer, bool recv, int* rank_out, std:
       done.pop_front();
       return true;
     }
-    if (!failure_.empty()) ThrowFailureLocked();
     if (changed_.wait_until(lock, deadline) == std::cv_status::timeout && done.empty() && !aborted &&
         failure_.empty()) {
       FailLocked(absl::StrCat("ol gloo transport, member ", rank, ": timed out after ", timeout.count(),

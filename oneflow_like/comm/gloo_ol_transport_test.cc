@@ -210,6 +210,9 @@ TEST(GlooOlTransport, AWaitPastTheTimeoutThrowsAndFailsTheContext) {
       EXPECT_LT(Clock::now() - start, std::chrono::seconds(5));
       // The context is one failure domain, as with gloo's TCP: later operations fail at once.
       ExpectThrows<::gloo::IoException>([&] { ux->send(1, 6); }, "timed out");
+      // As gloo: with nothing completed, the failure comes before an abort.
+      ux->abortWaitRecv();
+      ExpectThrows<::gloo::IoException>([&] { ux->waitRecv(); }, "timed out");
     }
     done.ArriveAndWait();  // member 1 stays until member 0 is done
   });
