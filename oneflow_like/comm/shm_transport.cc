@@ -5,6 +5,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -22,6 +23,9 @@ constexpr uint64_t kWakeTag = uint64_t{0} << 56;
 constexpr uint64_t kSocketTag = uint64_t{1} << 56;
 constexpr uint64_t kEventTag = uint64_t{2} << 56;  // a ring's data or space eventfd
 constexpr uint64_t kTagMask = uint64_t{0xff} << 56;
+// A message reassembled from several records keeps its buffer for the next one up to this
+// size (no page faults for repeated large registers); larger buffers are released.
+constexpr uint64_t kKeptAssemblyBytes = uint64_t{256} << 20;
 constexpr int kRecordsPerPass = 64;  // per ring, so one busy edge does not starve the others
 
 void Signal(int eventfd_fd) {
@@ -340,7 +344,9 @@ bool ShmTransport::ReadRing(Peer& peer) {
       peer.assembling = true;
       peer.assembly_bytes = record.message_bytes;
       peer.assembly.clear();  // keeps its capacity: no page faults for the next large message
-      peer.assembly.reserve(record.message_bytes);
+      // Reserved up to a bound only: the announced size is the peer's word (at most
+      // max_message_bytes); beyond the bound the buffer grows as records arrive.
+      peer.assembly.reserve(std::min<uint64_t>(record.message_bytes, kKeptAssemblyBytes));
       peer.assembly.append(record.payload.data(), record.payload.size());
     } else if (peer.assembly.size() + record.payload.size() > peer.assembly_bytes ||
                record.last != (peer.assembly.size() + record.payload.size() == peer.assembly_bytes)) {
@@ -353,6 +359,8 @@ bool ShmTransport::ReadRing(Peer& peer) {
         peer.assembling = false;
         bytes_received_.fetch_add(static_cast<int64_t>(peer.assembly.size()));
         Deliver(Rank(peer.rank), peer.assembly);
+        // One huge message does not pin its buffer for the rest of the job (per peer).
+        if (peer.assembly.capacity() > kKeptAssemblyBytes) std::string().swap(peer.assembly);
       }
     }
     if (!bad.ok()) {
