@@ -99,7 +99,9 @@ TEST(HybridTransportTest, SameNodeRanksGoThroughSharedMemoryOthersThroughTcp) {
   EXPECT_GT(shm_of[0]->bytes_received(), 3 << 20);
   EXPECT_GT(shm_of[1]->bytes_received(), 3 << 20);
   EXPECT_EQ(shm_of[2]->bytes_received(), 0);
-  EXPECT_EQ(tcp_of[0]->bytes_received(), tcp_of[2]->bytes_sent() / 2);  // rank 2 sends to 0 and 1 alike
+  // Rank 2 sends to 0 and 1 alike (compared on the receiving side: a sender counts its bytes
+  // after the socket took them, which may trail the delivery).
+  EXPECT_EQ(tcp_of[0]->bytes_received(), tcp_of[1]->bytes_received());
   EXPECT_GT(tcp_of[2]->bytes_received(), 6 << 20);
 }
 

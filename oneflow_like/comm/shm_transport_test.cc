@@ -379,6 +379,8 @@ TEST(ShmTransportProcessTest, TwoProcessesExchangeDataAndAKilledPeerIsNamed) {
   ASSERT_EQ(pipe(down), 0);
   const pid_t child = StartEchoChild(up[1], down[0]);
   ASSERT_GT(child, 0);
+  close(up[1]);  // the child's ends: a child that dies early gives EOF instead of a hang
+  close(down[0]);
   Inbox inbox;
   Errors errors;
   {
@@ -414,6 +416,9 @@ TEST(ShmTransportProcessTest, TwoProcessesFinishCleanly) {
   ASSERT_EQ(pipe(up), 0);
   ASSERT_EQ(pipe(down), 0);
   const pid_t child = StartEchoChild(up[1], down[0]);
+  ASSERT_GT(child, 0);
+  close(up[1]);  // the child's ends: a child that dies early gives EOF instead of a hang
+  close(down[0]);
   Inbox inbox;
   auto transport = ShmTransport::Listen(Options(0, 2, kShmMinCapacity));
   ASSERT_TRUE(transport.ok());
