@@ -334,12 +334,13 @@ bool ShmTransport::ReadRing(Peer& peer) {
     if (record.first == peer.assembling) {
       bad = absl::DataLossError(absl::StrCat(self, ": from rank ", peer.rank, ": a record ",
                                              record.first ? "starts a message inside another" : "continues no message"));
+    } else if (record.first && record.message_bytes > static_cast<uint64_t>(options_.max_message_bytes)) {
+      // Whole or the first of several: our limit, whatever the peer's sender allowed.
+      bad = absl::DataLossError(absl::StrCat(self, ": from rank ", peer.rank, ": a message of ", record.message_bytes,
+                                             " bytes exceeds max_message_bytes ", options_.max_message_bytes));
     } else if (record.first && record.last) {
       bytes_received_.fetch_add(static_cast<int64_t>(record.payload.size()));
       Deliver(Rank(peer.rank), record.payload);  // straight from the shared mapping
-    } else if (record.first && record.message_bytes > static_cast<uint64_t>(options_.max_message_bytes)) {
-      bad = absl::DataLossError(absl::StrCat(self, ": from rank ", peer.rank, ": a message of ", record.message_bytes,
-                                             " bytes exceeds max_message_bytes ", options_.max_message_bytes));
     } else if (record.first) {
       peer.assembling = true;
       peer.assembly_bytes = record.message_bytes;

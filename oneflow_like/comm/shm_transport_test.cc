@@ -222,6 +222,32 @@ TEST(ShmTransportTest, CorruptRingHeaderIsDataLossNamingThePeer) {
   EXPECT_THAT(std::string(peer_view.message()), HasSubstr("rank 1 closed its shared-memory link"));
 }
 
+// The receiver's max_message_bytes bounds every message in its rings, a single record too (a
+// record holds up to a quarter of the ring): the peer's sender may have a larger limit.
+TEST(ShmTransportTest, AMessageOverTheReceiversLimitIsDataLossEvenInOneRecord) {
+  Inbox inbox;
+  Errors errors;
+  absl::StatusOr<std::unique_ptr<ShmTransport>> sender = ShmTransport::Listen(Options(0, 2));
+  ShmTransportOptions options = Options(1, 2);
+  options.max_message_bytes = 100;
+  absl::StatusOr<std::unique_ptr<ShmTransport>> receiver = ShmTransport::Listen(options);
+  ASSERT_TRUE(sender.ok() && receiver.ok());
+  std::vector<std::unique_ptr<ShmTransport>> world;
+  world.push_back(*std::move(sender));
+  world.push_back(*std::move(receiver));
+  world[1]->SetErrorHandler(errors.Handler());
+  world[1]->SetReceiver(inbox.Receiver());
+  ConnectAll(world);
+  ASSERT_TRUE(world[0]->Send(Rank(1), std::string(100, 'a')).ok());
+  ASSERT_TRUE(world[0]->Send(Rank(1), std::string(500, 'b')).ok());  // one record of a 1 MiB ring
+  const absl::Status status = errors.WaitForFirst();
+  EXPECT_EQ(status.code(), absl::StatusCode::kDataLoss) << status;
+  EXPECT_THAT(std::string(status.message()), HasSubstr("from rank 0: a message of 500 bytes exceeds max_message_bytes 100"));
+  ASSERT_TRUE(inbox.WaitFor(1));
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  EXPECT_EQ(inbox.messages.size(), 1u);
+}
+
 // A head counter beyond the ring: DataLoss naming the writer.
 TEST(ShmTransportTest, AnImpossibleHeadIsDataLossNamingThePeer) {
   Errors errors;
