@@ -22,8 +22,6 @@ namespace oneflow_like {
 namespace comm {
 namespace {
 
-constexpr uint64_t kSocketTag = uint64_t{1} << 56;  // as in shm_transport.cc
-constexpr uint64_t kEventTag = uint64_t{2} << 56;
 constexpr uint32_t kOfferMagic = 0x4f534c4f;  // "OLSO"
 constexpr int64_t kStrangerHelloMs = 2000;    // a connection that says nothing is refused after this
 
@@ -38,6 +36,32 @@ struct Offer {
 
 absl::Status Errno(absl::string_view what) {
   return absl::UnavailableError(absl::StrCat(what, ": ", std::strerror(errno)));
+}
+
+// A descriptor the peer passed as a ring's `which` eventfd must be one, and non-blocking: our
+// threads write and read it (a pipe or a blocking descriptor could stall them).
+absl::Status CheckPeerEventFd(int fd, absl::string_view which, const std::string& who) {
+  const std::string path = absl::StrCat("/proc/self/fdinfo/", fd);
+  std::string info;
+  if (FILE* file = std::fopen(path.c_str(), "r")) {
+    char buffer[512];
+    size_t n;
+    while ((n = std::fread(buffer, 1, sizeof(buffer), file)) > 0 && info.size() < 8192) info.append(buffer, n);
+    std::fclose(file);
+  } else {
+    return absl::FailedPreconditionError(absl::StrCat(who, ": cannot check its ", which, " descriptor (", path, ": ",
+                                                      std::strerror(errno), ")"));
+  }
+  if (info.find("eventfd-count:") == std::string::npos) {
+    return absl::DataLossError(absl::StrCat(who, " sent a malformed ring offer: its ", which,
+                                            " descriptor is not an eventfd"));
+  }
+  const int flags = fcntl(fd, F_GETFL);
+  if (flags < 0 || (flags & O_NONBLOCK) == 0) {
+    return absl::DataLossError(absl::StrCat(who, " sent a malformed ring offer: its ", which,
+                                            " eventfd is blocking (need EFD_NONBLOCK)"));
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace
@@ -80,11 +104,13 @@ absl::Status ShmTransport::Connect(const std::vector<std::string>& endpoints) {
     Peer& peer = *peers_[rank];
     epoll_event socket_event{};
     socket_event.events = EPOLLIN | EPOLLRDHUP;
-    socket_event.data.u64 = kSocketTag | static_cast<uint64_t>(rank);
+    socket_event.data.u64 = kShmSocketTag | static_cast<uint64_t>(rank);
     epoll_event ring_event{};
     ring_event.events = EPOLLIN;
-    ring_event.data.u64 = kEventTag | static_cast<uint64_t>(rank);
-    epoll_event space_event = ring_event;
+    ring_event.data.u64 = kShmDataTag | static_cast<uint64_t>(rank);
+    epoll_event space_event{};
+    space_event.events = EPOLLIN;
+    space_event.data.u64 = kShmSpaceTag | static_cast<uint64_t>(rank);
     if (epoll_ctl(epoll_.get(), EPOLL_CTL_ADD, peer.socket.get(), &socket_event) != 0 ||
         epoll_ctl(epoll_.get(), EPOLL_CTL_ADD, peer.in_data.get(), &ring_event) != 0 ||
         epoll_ctl(epoll_.get(), EPOLL_CTL_ADD, peer.out_space.get(), &space_event) != 0) {
@@ -201,6 +227,8 @@ absl::Status ShmTransport::ExchangeRings(Peer& peer, absl::Time deadline) {
     return absl::DataLossError(absl::StrCat(who, " sent a malformed ring offer (", message.bytes.size(), " bytes, ",
                                             message.fds.size(), " descriptors)"));
   }
+  RETURN_IF_ERROR(CheckPeerEventFd(message.fds[1].get(), "data", who));
+  RETURN_IF_ERROR(CheckPeerEventFd(message.fds[2].get(), "space", who));
   const uint64_t their_bytes = kShmControlBytes + theirs.capacity;
   struct stat info{};
   const int seals = fcntl(message.fds[0].get(), F_GET_SEALS);

@@ -20,6 +20,14 @@
 namespace oneflow_like {
 namespace comm {
 
+// The I/O thread's epoll tags: epoll_event.data.u64 = kind << 56 | rank. Each descriptor has
+// its own kind, so the thread reads only the one that fired.
+constexpr uint64_t kShmWakeTag = uint64_t{0} << 56;
+constexpr uint64_t kShmSocketTag = uint64_t{1} << 56;
+constexpr uint64_t kShmDataTag = uint64_t{2} << 56;   // in_data: the peer published into our ring
+constexpr uint64_t kShmSpaceTag = uint64_t{3} << 56;  // out_space: the peer made room in its ring
+constexpr uint64_t kShmTagMask = uint64_t{0xff} << 56;
+
 // A shared mapping, unmapped on destruction.
 class ShmMapping {
  public:
@@ -77,8 +85,8 @@ struct ShmTransport::Peer {
   std::mutex mu;
   ShmMapping out_mapping;            // guarded by mu (set once by Connect)
   std::optional<ShmRing> out;        // guarded by mu
-  ScopedFd out_data;                 // we write it when the peer sleeps
-  ScopedFd out_space;                // the peer writes it when we wait for room
+  ScopedFd out_data;                 // we write it when the peer sleeps (checked: a non-blocking eventfd)
+  ScopedFd out_space;                // the peer writes it when we wait for room (checked likewise)
   std::deque<ShmTransport::Outgoing> pending;  // guarded by mu: waiting for room, in order
   absl::Status failure;              // guarded by mu: the edge is broken
 };

@@ -1,5 +1,6 @@
 #include "oneflow_like/comm/shm_transport.h"
 
+#include <poll.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
@@ -18,23 +19,28 @@ namespace oneflow_like {
 namespace comm {
 namespace {
 
-// epoll_event.data.u64 = kind << 56 | rank.
-constexpr uint64_t kWakeTag = uint64_t{0} << 56;
-constexpr uint64_t kSocketTag = uint64_t{1} << 56;
-constexpr uint64_t kEventTag = uint64_t{2} << 56;  // a ring's data or space eventfd
-constexpr uint64_t kTagMask = uint64_t{0xff} << 56;
 // A message reassembled from several records keeps its buffer for the next one up to this
 // size (no page faults for repeated large registers); larger buffers are released.
 constexpr uint64_t kKeptAssemblyBytes = uint64_t{256} << 20;
 constexpr int kRecordsPerPass = 64;  // per ring, so one busy edge does not starve the others
 
+// Wake-ups on eventfds, some of them the peer's. Neither call ever waits: the descriptors are
+// non-blocking (Connect checks the peer's), and each first polls without a timeout, so even a
+// peer that later clears O_NONBLOCK on the shared file description cannot stall us unless it
+// races the poll. EAGAIN on a write means the counter is saturated: the reader is woken anyway.
 void Signal(int eventfd_fd) {
+  pollfd ready{eventfd_fd, POLLOUT, 0};
+  if (poll(&ready, 1, 0) != 1 || (ready.revents & POLLOUT) == 0) return;
   const uint64_t one = 1;
-  ssize_t ignored = write(eventfd_fd, &one, sizeof(one));
-  (void)ignored;
+  ssize_t ignored;
+  do {
+    ignored = write(eventfd_fd, &one, sizeof(one));
+  } while (ignored < 0 && errno == EINTR);
 }
 
 void Drain(int eventfd_fd) {
+  pollfd ready{eventfd_fd, POLLIN, 0};
+  if (poll(&ready, 1, 0) != 1 || (ready.revents & POLLIN) == 0) return;
   uint64_t count;
   ssize_t ignored = read(eventfd_fd, &count, sizeof(count));
   (void)ignored;
@@ -92,7 +98,7 @@ absl::Status ShmTransport::Start() {
   }
   epoll_event event{};
   event.events = EPOLLIN;
-  event.data.u64 = kWakeTag;
+  event.data.u64 = kShmWakeTag;
   if (epoll_ctl(epoll_.get(), EPOLL_CTL_ADD, wake_.get(), &event) != 0) {
     return absl::InternalError(absl::StrCat("shm transport: epoll_ctl: ", std::strerror(errno)));
   }
@@ -264,16 +270,18 @@ void ShmTransport::Run() {
     const int n = more ? 0 : epoll_wait(epoll_.get(), events, 32, -1);
     for (int i = 0; i < n; ++i) {
       const uint64_t tag = events[i].data.u64;
-      const int32_t rank = static_cast<int32_t>(tag & ~kTagMask);
-      switch (tag & kTagMask) {
-        case kWakeTag:
+      const int32_t rank = static_cast<int32_t>(tag & ~kShmTagMask);
+      switch (tag & kShmTagMask) {  // read only the descriptor that fired
+        case kShmWakeTag:
           Drain(wake_.get());
           break;
-        case kEventTag:
+        case kShmDataTag:
           Drain(peers_[rank]->in_data.get());
+          break;
+        case kShmSpaceTag:
           Drain(peers_[rank]->out_space.get());
           break;
-        case kSocketTag:
+        case kShmSocketTag:
           OnSocketEvent(*peers_[rank]);
           break;
       }

@@ -3,7 +3,10 @@
 // data both ways and a peer killed with SIGKILL.
 #include "oneflow_like/comm/shm_transport.h"
 
+#include <fcntl.h>
 #include <signal.h>
+#include <sys/eventfd.h>
+#include <sys/mman.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -309,6 +312,98 @@ TEST(ShmTransportTest, StrangersAndWrongTokensAreRefusedAndTheJobConnects) {
   ASSERT_TRUE(inbox[1].WaitFor(1));
   EXPECT_EQ(inbox[1].messages[0].second, "after");
   EXPECT_TRUE(world[1]->endpoint().empty());  // the socket file is gone after Connect
+}
+
+// A fake rank 0 that dials rank 1, passes the hello and offers a proper ring segment (the ring
+// rank 1 -> rank 0, mapped here) but the given descriptors as its "data" and "space" eventfds.
+struct FakeLowerPeer {
+  static constexpr size_t kBytes = kShmControlBytes + kSmallRing;
+  ~FakeLowerPeer() {
+    rank1.reset();
+    if (ring != nullptr) munmap(ring, kBytes);
+  }
+  // Returns rank 1's Connect.
+  absl::Status Connect(int data_fd, int space_fd) {
+    absl::StatusOr<std::unique_ptr<ShmTransport>> listening = ShmTransport::Listen(Options(1, 2));
+    if (!listening.ok()) return listening.status();
+    rank1 = *std::move(listening);
+    const std::string path = rank1->endpoint();
+    std::future<absl::Status> connected =
+        std::async(std::launch::async, [&] { return rank1->Connect({"unused", path}); });
+    const absl::Time deadline = absl::Now() + absl::Seconds(10);
+    absl::StatusOr<ScopedFd> dialed = DialUnix(path, deadline);
+    EXPECT_TRUE(dialed.ok()) << dialed.status();
+    socket = *std::move(dialed);
+    EXPECT_TRUE(SendMessageWithFds(socket.get(), EncodeHello({2, 0, kToken}), {}, deadline, "test").ok());
+    EXPECT_TRUE(ReceiveMessageWithFds(socket.get(), 4096, deadline, "rank 1").ok());  // its hello
+    EXPECT_TRUE(ReceiveMessageWithFds(socket.get(), 4096, deadline, "rank 1").ok());  // its offer
+    struct {  // shm_connect.cc's Offer
+      uint32_t magic = 0x4f534c4f;
+      int32_t from = 1, to = 0;
+      uint32_t reserved = 0;
+      uint64_t capacity = kSmallRing;
+    } offer;
+    ScopedFd memfd(memfd_create("fake-ring", MFD_CLOEXEC | MFD_ALLOW_SEALING));
+    EXPECT_EQ(ftruncate(memfd.get(), kBytes), 0);
+    EXPECT_EQ(fcntl(memfd.get(), F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW), 0);
+    void* base = mmap(nullptr, kBytes, PROT_READ | PROT_WRITE, MAP_SHARED, memfd.get(), 0);
+    EXPECT_NE(base, MAP_FAILED);
+    ring = static_cast<char*>(base);
+    ShmRing::Create(ring, kSmallRing, Rank(1), Rank(0));
+    EXPECT_TRUE(SendMessageWithFds(socket.get(), absl::string_view(reinterpret_cast<const char*>(&offer), sizeof(offer)),
+                                   {memfd.get(), data_fd, space_fd}, deadline, "test")
+                    .ok());
+    return connected.get();
+  }
+  std::unique_ptr<ShmTransport> rank1;
+  ScopedFd socket;
+  char* ring = nullptr;  // rank 1 -> rank 0 (control block, then data)
+};
+
+absl::Status ConnectToAFakePeerOffering(int data_fd, int space_fd) {
+  FakeLowerPeer peer;
+  return peer.Connect(data_fd, space_fd);
+}
+
+// A peer that clears O_NONBLOCK on the (shared) file description of the data eventfd it passed
+// after Connect checked it, saturates its counter and says it sleeps: a Send that must wake it
+// still never waits (the write would block forever: EAGAIN is fine for a wake-up).
+TEST(ShmTransportTest, ASendNeverBlocksOnThePeersSaturatedEventfd) {
+  ScopedFd data(eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)), space(eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
+  FakeLowerPeer peer;
+  ASSERT_TRUE(peer.Connect(data.get(), space.get()).ok());
+  ASSERT_EQ(fcntl(data.get(), F_SETFL, 0), 0);
+  const uint64_t saturated = ~uint64_t{0} - 1;
+  ASSERT_EQ(write(data.get(), &saturated, sizeof(saturated)), 8);
+  const uint32_t sleeping = 1;
+  std::memcpy(peer.ring + 128, &sleeping, sizeof(sleeping));  // the control block's reader_waiting
+  std::future<absl::Status> sent = std::async(std::launch::async, [&] { return peer.rank1->Send(Rank(0), "x"); });
+  const bool returned = sent.wait_for(std::chrono::seconds(3)) == std::future_status::ready;
+  if (!returned) {  // unstick the blocked write so the test ends
+    uint64_t count;
+    ASSERT_EQ(read(data.get(), &count, sizeof(count)), 8);
+  }
+  EXPECT_TRUE(returned) << "Send blocked writing the peer's eventfd";
+  EXPECT_TRUE(sent.get().ok());
+}
+
+// The eventfds a peer passes are written and read by our threads: a peer handing anything but
+// non-blocking eventfds (a pipe, a blocking eventfd) is refused at Connect, naming it.
+TEST(ShmTransportTest, APeerOfferingABlockingPipeOrEventfdIsRefused) {
+  int pipe_fds[2];
+  ASSERT_EQ(pipe(pipe_fds), 0);
+  ScopedFd pipe_read(pipe_fds[0]), pipe_write(pipe_fds[1]);
+  ScopedFd good(eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)), blocking(eventfd(0, EFD_CLOEXEC));
+  absl::Status status = ConnectToAFakePeerOffering(pipe_read.get(), good.get());
+  EXPECT_FALSE(status.ok());
+  EXPECT_THAT(std::string(status.message()), HasSubstr("rank 0"));
+  EXPECT_THAT(std::string(status.message()), HasSubstr("its data descriptor is not an eventfd"));
+  status = ConnectToAFakePeerOffering(good.get(), blocking.get());
+  EXPECT_FALSE(status.ok());
+  EXPECT_THAT(std::string(status.message()), HasSubstr("rank 0"));
+  EXPECT_THAT(std::string(status.message()), HasSubstr("its space eventfd is blocking"));
+  ScopedFd good2(eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
+  EXPECT_TRUE(ConnectToAFakePeerOffering(good.get(), good2.get()).ok());
 }
 
 TEST(ShmTransportTest, ConnectTimeoutNamesTheMissingRanks) {
