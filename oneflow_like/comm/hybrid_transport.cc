@@ -1,5 +1,6 @@
 #include "oneflow_like/comm/hybrid_transport.h"
 
+#include <memory>
 #include <mutex>
 #include <utility>
 
@@ -16,15 +17,13 @@ HybridTransport::~HybridTransport() {
 }
 
 void HybridTransport::SetReceiver(Receiver receiver) {
-  struct Shared {
-    std::mutex mu;
-    Receiver receiver;
-  };
-  auto shared = std::make_shared<Shared>();
-  shared->receiver = std::move(receiver);
-  Receiver serialized = [shared](Rank from, absl::string_view payload) {
-    std::lock_guard<std::mutex> lock(shared->mu);
-    if (shared->receiver) shared->receiver(from, payload);
+  // One mutex for every receiver ever installed: while the two transports switch over one after
+  // the other, the old receiver (still called by one) and the new one (already called by the
+  // other) take turns too.
+  auto shared = std::make_shared<Receiver>(std::move(receiver));
+  Receiver serialized = [mu = delivery_mu_, shared](Rank from, absl::string_view payload) {
+    std::lock_guard<std::mutex> lock(*mu);
+    if (*shared) (*shared)(from, payload);
   };
   local_->SetReceiver(serialized);
   remote_->SetReceiver(std::move(serialized));

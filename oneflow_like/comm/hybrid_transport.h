@@ -8,8 +8,11 @@
 //
 // Routing: a destination the ShmTransport serves (this rank and its node's peers) goes there,
 // every other one to `remote`; so each directed edge uses one transport and keeps its order.
-// Receiving: both transports deliver to the one receiver, never concurrently (a mutex around
-// the calls), each on its own I/O thread. RegisterMemory / UnregisterMemory go to both;
+// Receiving: both transports deliver to the one receiver, never concurrently (one mutex around
+// the calls, shared by every receiver SetReceiver installs, so during a swap the old receiver
+// and the new one never overlap either), each on its own I/O thread. Do not call SetReceiver
+// from inside a receiver: it waits for the transports' deliveries in progress, which wait for
+// the mutex that call holds (a deadlock). RegisterMemory / UnregisterMemory go to both;
 // TakeBuffer comes from the shared-memory side (buffers of TCP sends are recycled by TCP).
 // Error handlers are the transports' own (set them before wrapping).
 // Thread-safety: as the two transports; all methods are thread-safe.
@@ -17,6 +20,7 @@
 #define ONEFLOW_LIKE_COMM_HYBRID_TRANSPORT_H_
 
 #include <memory>
+#include <mutex>
 #include <string>
 
 #include "oneflow_like/comm/shm_transport.h"
@@ -51,6 +55,8 @@ class HybridTransport : public Transport {
     return local_->Serves(to) ? static_cast<Transport&>(*local_) : *remote_;
   }
 
+  // Held around every receiver call (shared_ptr: the receivers the transports keep share it).
+  std::shared_ptr<std::mutex> delivery_mu_ = std::make_shared<std::mutex>();
   std::unique_ptr<ShmTransport> local_;
   std::unique_ptr<Transport> remote_;
 };

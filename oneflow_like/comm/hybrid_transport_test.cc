@@ -5,6 +5,7 @@
 #include <condition_variable>
 #include <future>
 #include <mutex>
+#include <thread>
 #include <string>
 #include <vector>
 
@@ -103,6 +104,73 @@ TEST(HybridTransportTest, SameNodeRanksGoThroughSharedMemoryOthersThroughTcp) {
   // after the socket took them, which may trail the delivery).
   EXPECT_EQ(tcp_of[0]->bytes_received(), tcp_of[1]->bytes_received());
   EXPECT_GT(tcp_of[2]->bytes_received(), 6 << 20);
+}
+
+// A stand-in for the remote transport whose deliveries the test makes, on its own thread.
+// Its SetReceiver swaps without waiting for a delivery in progress.
+class FakeRemote : public Transport {
+ public:
+  Rank rank() const override { return Rank(0); }
+  int32_t world_size() const override { return 2; }
+  void SetReceiver(Receiver receiver) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    receiver_ = std::make_shared<Receiver>(std::move(receiver));
+  }
+  absl::Status Send(Rank, absl::string_view) override { return absl::OkStatus(); }
+  void Deliver(Rank from, absl::string_view payload) {
+    std::shared_ptr<Receiver> receiver;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      receiver = receiver_;
+    }
+    if (receiver != nullptr) (*receiver)(from, payload);
+  }
+
+ private:
+  std::mutex mu_;
+  std::shared_ptr<Receiver> receiver_;
+};
+
+// While the old receiver runs on the remote transport's thread, SetReceiver installs a new one
+// and shared memory delivers to it: the new receiver waits for the old (one mutex for every
+// receiver SetReceiver installed, not one per call).
+TEST(HybridTransportTest, ANewReceiverNeverRunsAlongsideTheOldOne) {
+  std::mutex mu;  // before the transports: outlives their threads
+  std::condition_variable changed;
+  bool old_inside = false, release = false, new_ran = false, new_saw_old_inside = false;
+  ShmTransportOptions options;
+  options.rank = 0, options.world_size = 2;  // rank 0 alone on its node; rank 1 is remote
+  auto remote = std::make_unique<FakeRemote>();
+  FakeRemote* fake = remote.get();
+  HybridTransport hybrid(*ShmTransport::Listen(options), std::move(remote));
+  hybrid.SetReceiver([&](Rank, absl::string_view) {
+    std::unique_lock<std::mutex> lock(mu);
+    old_inside = true;
+    changed.notify_all();
+    changed.wait_for(lock, std::chrono::seconds(10), [&] { return release; });
+    old_inside = false;
+  });
+  std::thread remote_thread([&] { fake->Deliver(Rank(1), "over the remote transport"); });
+  {
+    std::unique_lock<std::mutex> lock(mu);
+    ASSERT_TRUE(changed.wait_for(lock, std::chrono::seconds(10), [&] { return old_inside; }));
+  }
+  hybrid.SetReceiver([&](Rank, absl::string_view) {
+    std::lock_guard<std::mutex> lock(mu);
+    new_saw_old_inside = old_inside;
+    new_ran = true;
+    changed.notify_all();
+  });
+  ASSERT_TRUE(hybrid.Send(Rank(0), "through shared memory").ok());  // delivered on the shm thread
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));      // time for an overlap to show
+  {
+    std::unique_lock<std::mutex> lock(mu);
+    release = true;
+    changed.notify_all();
+    ASSERT_TRUE(changed.wait_for(lock, std::chrono::seconds(10), [&] { return new_ran; }));
+  }
+  remote_thread.join();
+  EXPECT_FALSE(new_saw_old_inside) << "the new receiver ran while the old one was still running";
 }
 
 }  // namespace
