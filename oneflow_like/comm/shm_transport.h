@@ -18,7 +18,8 @@
 // and the two exchange hellos carrying the job token (tcp_hello.h, constant-time compare; a
 // connection from another user, with a wrong token or rank is refused, logged and counted, and
 // the accept goes on), then each passes the other the descriptors of the ring it will read
-// (memfd, sealed against shrinking; a "data" and a "space" eventfd) with SCM_RIGHTS. The
+// (memfd, sealed against shrinking; a "data" and a "space" eventfd, each checked to be a
+// non-blocking eventfd, else the peer is refused naming it) with SCM_RIGHTS. The
 // segments have no name in any file system: only a process that passed the token check holds
 // them. After Connect the socket file and directory are removed; each pair keeps its
 // connection open, so a peer whose process ends (exit, crash, SIGKILL) is seen at once as EOF.
@@ -38,7 +39,8 @@
 // Errors: Listen/Connect with bad options or endpoints are InvalidArgument; a peer that refuses
 // our hello is Unavailable; Connect past connect_timeout_ms is DeadlineExceeded naming the
 // ranks still missing. A corrupt ring (any header field, size, offset or counter that is not
-// what the protocol allows; every one is checked before use) is DataLoss naming the peer; a
+// what the protocol allows; every one is checked before use), or a message over this rank's
+// max_message_bytes (even in one record), is DataLoss naming the peer; a
 // peer whose connection ends is Unavailable naming it (after what it wrote was delivered).
 // Either breaks that edge and calls the error handler once for the peer; later Sends to it
 // return that error. Sends to a rank this transport does not serve are InvalidArgument.
