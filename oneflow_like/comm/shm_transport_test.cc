@@ -494,26 +494,38 @@ pid_t StartEchoChild(int to_parent, int from_parent) {
   });
 }
 
-TEST(ShmTransportProcessTest, TwoProcessesExchangeDataAndAKilledPeerIsNamed) {
+// Forks the echo child (rank 1) and connects `t` (rank 0) to it; the child's pid, or -1.
+pid_t ConnectToEchoChild(ShmTransport* t) {
   int up[2], down[2];
-  ASSERT_EQ(pipe(up), 0);
-  ASSERT_EQ(pipe(down), 0);
+  if (pipe(up) != 0 || pipe(down) != 0) return -1;
   const pid_t child = StartEchoChild(up[1], down[0]);
-  ASSERT_GT(child, 0);
   close(up[1]);  // the child's ends: a child that dies early gives EOF instead of a hang
   close(down[0]);
+  bool connected = false;
+  if (child > 0) {
+    const std::string child_endpoint = ReadLine(up[0]);
+    const std::string line = t->endpoint() + "\n";
+    connected = write(down[1], line.data(), line.size()) == static_cast<ssize_t>(line.size()) &&
+                t->Connect({"", child_endpoint}).ok();
+  }
+  close(up[0]);
+  close(down[1]);
+  if (!connected && child > 0) kill(child, SIGKILL);
+  return connected ? child : -1;
+}
+
+TEST(ShmTransportProcessTest, TwoProcessesExchangeDataAndAKilledPeerIsNamed) {
   Inbox inbox;
   Errors errors;
+  pid_t child = -1;
   {
     auto transport = ShmTransport::Listen(Options(0, 2));
     ASSERT_TRUE(transport.ok());
     ShmTransport* t = transport->get();
     t->SetReceiver(inbox.Receiver());
     t->SetErrorHandler(errors.Handler());
-    const std::string child_endpoint = ReadLine(up[0]);
-    const std::string line = t->endpoint() + "\n";
-    ASSERT_EQ(write(down[1], line.data(), line.size()), static_cast<ssize_t>(line.size()));
-    ASSERT_TRUE(t->Connect({"", child_endpoint}).ok());
+    child = ConnectToEchoChild(t);
+    ASSERT_GT(child, 0);
     constexpr int kMessages = 20;
     for (int i = 0; i < kMessages; ++i) {
       ASSERT_TRUE(t->Send(Rank(1), Pattern(0, 1, i, MessageSize(i))).ok());
@@ -533,22 +545,13 @@ TEST(ShmTransportProcessTest, TwoProcessesExchangeDataAndAKilledPeerIsNamed) {
 }
 
 TEST(ShmTransportProcessTest, TwoProcessesFinishCleanly) {
-  int up[2], down[2];
-  ASSERT_EQ(pipe(up), 0);
-  ASSERT_EQ(pipe(down), 0);
-  const pid_t child = StartEchoChild(up[1], down[0]);
-  ASSERT_GT(child, 0);
-  close(up[1]);  // the child's ends: a child that dies early gives EOF instead of a hang
-  close(down[0]);
   Inbox inbox;
   auto transport = ShmTransport::Listen(Options(0, 2, kShmMinCapacity));
   ASSERT_TRUE(transport.ok());
   ShmTransport* t = transport->get();
   t->SetReceiver(inbox.Receiver());
-  const std::string child_endpoint = ReadLine(up[0]);
-  const std::string line = t->endpoint() + "\n";
-  ASSERT_EQ(write(down[1], line.data(), line.size()), static_cast<ssize_t>(line.size()));
-  ASSERT_TRUE(t->Connect({"", child_endpoint}).ok());
+  const pid_t child = ConnectToEchoChild(t);
+  ASSERT_GT(child, 0);
   constexpr int kMessages = 2000;  // far more than the 64 KiB ring holds
   for (int i = 0; i < kMessages; ++i) ASSERT_TRUE(t->SendOwned(Rank(1), Pattern(0, 1, i, 1000 + i % 77)).ok());
   ASSERT_TRUE(inbox.WaitFor(kMessages));

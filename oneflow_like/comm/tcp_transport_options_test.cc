@@ -20,10 +20,13 @@
 
 #include "gtest/gtest.h"
 #include "oneflow_like/comm/tcp_transport.h"
+#include "oneflow_like/comm/transport_testing.h"
 
 namespace oneflow_like {
 namespace comm {
 namespace {
+
+using testing_util::TryConnect;
 
 constexpr auto kHangGuard = std::chrono::seconds(60);
 
@@ -55,23 +58,6 @@ std::vector<std::unique_ptr<TcpTransport>> ConnectedPair(const TcpTransportOptio
   return world;
 }
 
-// A socket connected to `endpoint` (with a receive timeout as hang guard), or -errno.
-int TryConnect(const std::string& endpoint) {
-  const size_t colon = endpoint.rfind(':');
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_port = htons(static_cast<uint16_t>(std::stoi(endpoint.substr(colon + 1))));
-  inet_pton(AF_INET, endpoint.substr(0, colon).c_str(), &addr.sin_addr);
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  timeval timeout{30, 0};
-  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof(timeout));
-  if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
-    const int error = errno;
-    close(fd);
-    return -error;
-  }
-  return fd;
-}
 
 // True if the server closes `fd` (EOF or reset) before the hang guard.
 bool ReadsEof(int fd) {

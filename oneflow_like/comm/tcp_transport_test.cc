@@ -37,6 +37,7 @@ using testing_util::Inbox;
 using testing_util::kHangGuard;
 using testing_util::MessageSize;
 using testing_util::Pattern;
+using testing_util::TryConnect;
 using testing_util::Raw;
 
 TcpTransportOptions Options(int32_t rank, int32_t world_size) {
@@ -81,15 +82,8 @@ void ConnectAll(const std::vector<std::unique_ptr<TcpTransport>>& world) {
 
 // A blocking client socket connected to `endpoint`, with a receive timeout as hang guard.
 int RawConnect(const std::string& endpoint) {
-  const size_t colon = endpoint.rfind(':');
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_port = htons(static_cast<uint16_t>(std::stoi(endpoint.substr(colon + 1))));
-  inet_pton(AF_INET, endpoint.substr(0, colon).c_str(), &addr.sin_addr);
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  timeval timeout{30, 0};
-  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof(timeout));
-  EXPECT_EQ(connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0) << std::strerror(errno);
+  const int fd = TryConnect(endpoint);
+  EXPECT_GE(fd, 0) << std::strerror(-fd);
   return fd;
 }
 

@@ -9,6 +9,13 @@
 #ifndef ONEFLOW_LIKE_COMM_TRANSPORT_TESTING_H_
 #define ONEFLOW_LIKE_COMM_TRANSPORT_TESTING_H_
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <sys/time.h>
+#include <unistd.h>
+
+#include <cerrno>
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
@@ -208,6 +215,24 @@ inline void ExpectSendRegisteredSurvivesUnregister(const std::vector<Transport*>
   EXPECT_TRUE(inbox->messages[1].second == "prefix-2:" + original);
   EXPECT_EQ(inbox->messages[2].second, "");
   EXPECT_EQ(world[0]->SendRegistered(Rank(9), "x", "y").code(), absl::StatusCode::kInvalidArgument);
+}
+
+// A socket connected to `endpoint` (with a receive timeout as hang guard), or -errno.
+inline int TryConnect(const std::string& endpoint) {
+  const size_t colon = endpoint.rfind(':');
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<uint16_t>(std::stoi(endpoint.substr(colon + 1))));
+  inet_pton(AF_INET, endpoint.substr(0, colon).c_str(), &addr.sin_addr);
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  timeval timeout{30, 0};
+  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof(timeout));
+  if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
+    const int error = errno;
+    close(fd);
+    return -error;
+  }
+  return fd;
 }
 
 }  // namespace testing_util
