@@ -18,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "oneflow_like/core/device.h"
 #include "oneflow_like/core/op_def.h"
 #include "oneflow_like/core/status.h"
 #include "oneflow_like/core/tensor.h"
@@ -64,6 +65,24 @@ class ActBody {
   virtual bool OnDeviceStream(int32_t* device, int32_t* stream) const {
     (void)device, (void)stream;
     return false;
+  }
+  // Events between the streams of one device (stream-ordered hand-offs across streams,
+  // stream_ordered.h), for a body with OnDeviceStream whose backend has them (core/device.h's
+  // Event: cudaEvent_t). RecordEvent marks the current end of the body's stream in `event` (after
+  // everything Start enqueued so far); WaitEvent makes the work enqueued on the body's stream from
+  // now on wait until `event`'s recorded point has completed (cudaStreamWaitEvent: the host does
+  // not wait). Both are called on the actor's thread, WaitEvent before the Start it orders.
+  virtual bool HasStreamEvents() const { return false; }
+  virtual absl::StatusOr<std::unique_ptr<Event>> CreateEvent() {
+    return absl::UnimplementedError("this body has no stream events");
+  }
+  virtual absl::Status RecordEvent(Event* event) {
+    (void)event;
+    return absl::UnimplementedError("this body has no stream events");
+  }
+  virtual absl::Status WaitEvent(const Event& event) {
+    (void)event;
+    return absl::UnimplementedError("this body has no stream events");
   }
 };
 

@@ -62,8 +62,18 @@ struct InputPort {
   bool back_edge = false;            // a variable holder's update input (ignored by end of data)
   // Stream-ordered hand-off (SetStreamOrdered): returned as soon as this actor's act is
   // enqueued on its device stream, which is also the producer's (its later writes queue behind
-  // this act's reads), instead of when the act finished.
+  // this act's reads), instead of when the act finished; or, with `return_events`, on another
+  // stream of the device.
   bool return_early = false;
+  // Produced on another stream of this actor's device (SetStreamOrdered): the producer's events,
+  // one per buffer (null: never recorded), each recorded after the act that wrote the buffer;
+  // this actor's stream waits for the buffer's event before its act reads it. Null: no wait
+  // (same stream, or handed over at finish).
+  const std::vector<std::shared_ptr<Event>>* wait_events = nullptr;
+  // Returned at enqueue to a producer on another stream: per buffer, an event recorded on this
+  // actor's stream after its act read the buffer; the producer's stream waits for it before it
+  // writes the buffer again (OutputPort::reader_events). Empty: not returned that way.
+  std::vector<std::shared_ptr<Event>> return_events;
   std::string producer_description;  // for wait reports: "'x.source' (task 1) on rank 0"
   // Mutable state.
   std::deque<int32_t> ready;
@@ -107,6 +117,12 @@ struct OutputPort {
   bool stream_ordered = false;
   std::vector<bool> early_consumers;
   int32_t pending_buffer = -1;  // taken at enqueue, announced to the others at finish
+  // Early consumers on other streams of the device: per buffer, an event recorded on this
+  // actor's stream after the act that wrote the buffer (their InputPort::wait_events).
+  std::vector<std::shared_ptr<Event>> ready_events;
+  // Consumers on other streams that return the buffer at enqueue: their InputPort::return_events,
+  // waited for by this actor's stream before it writes the buffer again.
+  std::vector<const std::vector<std::shared_ptr<Event>>*> reader_events;
 };
 
 // Which slot of which port a body input/output is.
@@ -192,12 +208,27 @@ class Actor {
     spec_.outputs[port].inplace_writer = writer;
   }
   const OutputPort& output(int32_t port) const { return spec_.outputs[port]; }
-  // Stream-ordered hand-offs between device actors of one stream (the runtime decides which
-  // edges qualify: runtime_build.cc). REQUIRES: rule kAllInputs with an asynchronous body;
-  // sizes match the inputs, outputs and each output's local consumers; an early consumer
-  // only on a stream_ordered output.
-  void SetStreamOrdered(const std::vector<bool>& early_inputs, const std::vector<bool>& ordered_outputs,
-                        const std::vector<std::vector<bool>>& early_consumers);
+  // Stream-ordered hand-offs between device actors of one device (which edges qualify:
+  // stream_ordered.h). The events are made (ActBody::CreateEvent) when first recorded; one
+  // that cannot be made or recorded fails the act. REQUIRES: rule kAllInputs with an
+  // asynchronous body; sizes as in StreamHandOffs; an early consumer only on a stream_ordered
+  // output; the event vectors pointed to (other actors' ports) outlive this actor's acts.
+  struct StreamHandOffs {
+    std::vector<bool> early_inputs;  // per input: returned at enqueue
+    // Per input (or empty: none): the producer's OutputPort::ready_events to wait for, or null.
+    std::vector<const std::vector<std::shared_ptr<Event>>*> input_events;
+    // Per input (or empty: none): an early return to another stream (record return_events).
+    std::vector<bool> input_return_events;
+    std::vector<bool> ordered_outputs;                 // per output
+    std::vector<std::vector<bool>> early_consumers;    // per output, per local consumer
+    std::vector<bool> output_ready_events;             // per output (or empty): record ready_events
+    // Per output (or empty): the return_events of its consumers that return at enqueue from
+    // another stream.
+    std::vector<std::vector<const std::vector<std::shared_ptr<Event>>*>> reader_events;
+  };
+  void SetStreamOrdered(const StreamHandOffs& hand_offs);
+  // Whether the body records and waits for events on its stream (ActBody::HasStreamEvents).
+  bool HasStreamEvents() const { return body_->HasStreamEvents(); }
   // The device stream all of this actor's work is queued on (ActBody::OnDeviceStream).
   bool OnDeviceStream(int32_t* device, int32_t* stream) const {
     return body_->IsAsync() && body_->OnDeviceStream(device, stream);
@@ -228,6 +259,9 @@ class Actor {
   bool TryFireOnce();
   void StartAsync();
   void FinishAsync();
+  absl::Status WaitForStreamEvents();  // before a two-part act is enqueued
+  absl::Status RecordStreamEvents();   // after
+
   bool FireAccumulate();
   bool FireVariableHolder();
 
@@ -252,6 +286,7 @@ class Actor {
   bool stream_ordered_ = false;  // SetStreamOrdered was called: acts hand off in two parts
   std::mutex finished_mu_;
   absl::Status finished_status_;
+  absl::Status enqueue_status_;  // an event of the act in flight that could not be recorded
 };
 
 }  // namespace actor

@@ -21,9 +21,11 @@
 // boxing body's sums within a rank) enqueues and waits for the stream.
 // Ordering: within a stream, work runs in enqueue order. So device actors of one stream hand
 // registers to each other as soon as an act is enqueued (stream_ordered.h; RuntimeEnv::
-// stream_ordered_handoffs): the host queues a chain of kernels ahead of the device. Every other
-// hand-off (another stream, the host, another rank, a byte sharer elsewhere) waits for
-// `finished`, so work on different streams is ordered through the actors' messages.
+// stream_ordered_handoffs): the host queues a chain of kernels ahead of the device. Between two
+// streams of one device a backend with events (HasStreamEvents) does the same: the producer's
+// body records an event after its work, the consumer's stream waits for it before its own.
+// Every other hand-off (the host, another rank, a byte sharer elsewhere, a backend without
+// events) waits for `finished`, so that work is ordered through the actors' messages.
 //
 // Across ranks: a COLLECTIVE on device registers needs a collective backend of device memory
 // (comm::CollectiveBackend::memory_type(): NCCL; Runtime::Create refuses gloo there, naming both);
@@ -46,6 +48,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
 #include "oneflow_like/actor/act_body.h"
 #include "oneflow_like/core/attr.h"
 #include "oneflow_like/core/op_def.h"
@@ -101,6 +104,25 @@ class DeviceBackend {
   // The body of one task. InvalidArgument naming the task when the backend cannot run it (e.g.
   // an op without a kernel on this device).
   virtual absl::StatusOr<std::unique_ptr<ActBody>> MakeBody(DeviceTask task) = 0;
+  // Events between the streams of one device (core/device.h's Event; CUDA: cudaEventRecord /
+  // cudaStreamWaitEvent), for stream-ordered hand-offs across streams (stream_ordered.h).
+  // HasStreamEvents false (the default): the runtime keeps the finish semantics on such edges.
+  // RecordEvent marks the current end of (device, stream) in `event`; WaitEvent orders the work
+  // enqueued on (device, stream) after it after the event's recorded point (a never-recorded
+  // event: no wait), without blocking the caller. `event` comes from CreateEvent(device).
+  virtual bool HasStreamEvents() const { return false; }
+  virtual absl::StatusOr<std::unique_ptr<Event>> CreateEvent(int32_t device) {
+    (void)device;
+    return absl::UnimplementedError(absl::StrCat("device backend '", type(), "' has no stream events"));
+  }
+  virtual absl::Status RecordEvent(int32_t device, int32_t stream, Event* event) {
+    (void)device, (void)stream, (void)event;
+    return absl::UnimplementedError(absl::StrCat("device backend '", type(), "' has no stream events"));
+  }
+  virtual absl::Status WaitEvent(int32_t device, int32_t stream, const Event& event) {
+    (void)device, (void)stream, (void)event;
+    return absl::UnimplementedError(absl::StrCat("device backend '", type(), "' has no stream events"));
+  }
   // Returns once the work enqueued so far on every stream has finished and its `finished`
   // callbacks have run (a runtime calls it before destroying its actors, so no completion of a
   // failed job reaches a destroyed actor). The first error of that work, if any.

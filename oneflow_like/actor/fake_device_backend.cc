@@ -3,9 +3,11 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 #include <future>
+#include <random>
 #include <utility>
 #include <vector>
 
@@ -22,6 +24,38 @@ size_t PageRound(int64_t bytes) {
   return (b + page - 1) / page * page;
 }
 
+// An event: the point (device, stream, item count) of its latest record.
+class FakeEvent final : public Event {
+ public:
+  explicit FakeEvent(FakeDeviceBackend* backend) : backend_(backend) {}
+  bool Query() const override {
+    const Point p = point();
+    return !p.recorded || backend_->completed_items(p.device, p.stream) >= p.items;
+  }
+  absl::Status Synchronize() override {
+    while (!Query()) std::this_thread::sleep_for(std::chrono::microseconds(50));
+    return absl::OkStatus();
+  }
+  struct Point {
+    bool recorded = false;
+    int32_t device = 0, stream = 0;
+    int64_t items = 0;  // complete once the stream completed this many items
+  };
+  Point point() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return point_;
+  }
+  void set_point(Point p) {
+    std::lock_guard<std::mutex> lock(mu_);
+    point_ = p;
+  }
+
+ private:
+  FakeDeviceBackend* backend_;
+  mutable std::mutex mu_;
+  Point point_;
+};
+
 class FakeBody final : public ActBody {
  public:
   FakeBody(FakeDeviceBackend* backend, DeviceTask task) : backend_(backend), task_(std::move(task)) {}
@@ -31,6 +65,12 @@ class FakeBody final : public ActBody {
     *device = task_.device;
     *stream = task_.stream;
     return true;
+  }
+  bool HasStreamEvents() const override { return backend_->HasStreamEvents(); }
+  absl::StatusOr<std::unique_ptr<Event>> CreateEvent() override { return backend_->CreateEvent(task_.device); }
+  absl::Status RecordEvent(Event* event) override { return backend_->RecordEvent(task_.device, task_.stream, event); }
+  absl::Status WaitEvent(const Event& event) override {
+    return backend_->WaitEvent(task_.device, task_.stream, event);
   }
 
   absl::Status Act(ActIo& io) override {  // the synchronous firing rules: enqueue and wait
@@ -230,45 +270,118 @@ absl::StatusOr<std::unique_ptr<ActBody>> FakeDeviceBackend::MakeBody(DeviceTask 
   return std::unique_ptr<ActBody>(std::make_unique<FakeBody>(this, std::move(task)));
 }
 
-void FakeDeviceBackend::Enqueue(int32_t device, int32_t stream, std::function<void()> work) {
-  Stream* s = nullptr;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    std::unique_ptr<Stream>& slot = streams_[{device, stream}];
-    if (slot == nullptr) {
-      slot = std::make_unique<Stream>();
-      Stream* raw = slot.get();
-      raw->thread = std::thread([this, raw, stream] {
-        std::unique_lock<std::mutex> lock(raw->mu);
-        while (true) {
-          raw->cv.wait(lock, [raw] { return raw->stop || !raw->queue.empty(); });
-          if (raw->queue.empty()) return;  // stopped and drained
-          std::function<void()> next = std::move(raw->queue.front());
-          raw->queue.pop_front();
-          raw->running = true;
-          lock.unlock();
-          while (paused_stream_.load() == stream) std::this_thread::sleep_for(std::chrono::milliseconds(1));
-          if (const int64_t delay = stream_delay_us_.load(); delay > 0) {
-            std::this_thread::sleep_for(std::chrono::microseconds(delay));
-          }
-          next();
-          lock.lock();
-          raw->running = false;
-          raw->cv.notify_all();  // Drain
-        }
-      });
-    }
-    s = slot.get();
+FakeDeviceBackend::Stream* FakeDeviceBackend::GetStream(int32_t device, int32_t stream) {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::unique_ptr<Stream>& slot = streams_[{device, stream}];
+  if (slot == nullptr) {
+    slot = std::make_unique<Stream>();
+    Stream* raw = slot.get();
+    raw->thread = std::thread([this, raw, stream] { Loop(raw, stream); });
   }
+  return slot.get();
+}
+
+void FakeDeviceBackend::Loop(Stream* s, int32_t stream) {
+  std::minstd_rand random(static_cast<uint32_t>(1000 + stream));  // per stream, reproducible
+  std::unique_lock<std::mutex> lock(s->mu);
+  while (true) {
+    s->cv.wait(lock, [s] { return s->stop || !s->queue.empty(); });
+    if (s->queue.empty()) return;  // stopped and drained
+    Item next = std::move(s->queue.front());
+    s->queue.pop_front();
+    s->running = true;
+    lock.unlock();
+    while (paused_stream_.load() == stream) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    if (const int64_t delay = stream_delay_us_.load(); delay > 0 && !next.event_wait) {
+      const int64_t us = random_delays_.load() ? static_cast<int64_t>(random() % static_cast<uint64_t>(2 * delay + 1))
+                                               : delay;
+      std::this_thread::sleep_for(std::chrono::microseconds(us));
+    }
+    next.work();
+    lock.lock();
+    s->running = false;
+    ++s->completed;
+    s->cv.notify_all();  // Drain, and event waits of other streams
+  }
+}
+
+void FakeDeviceBackend::Push(Stream* s, Item item) {
   {
     std::lock_guard<std::mutex> lock(s->mu);
-    s->queue.push_back(std::move(work));
+    s->queue.push_back(std::move(item));
+    ++s->enqueued;
     const int64_t depth = static_cast<int64_t>(s->queue.size()) + (s->running ? 1 : 0);
+    s->max_depth = std::max(s->max_depth, depth);
     int64_t seen = max_stream_depth_.load();
     while (depth > seen && !max_stream_depth_.compare_exchange_weak(seen, depth)) {
     }
   }
   s->cv.notify_all();  // the worker, and not only a Drain waiting on the same condition
+}
+
+void FakeDeviceBackend::Enqueue(int32_t device, int32_t stream, std::function<void()> work) {
+  Push(GetStream(device, stream), Item{std::move(work), false});
+}
+
+int64_t FakeDeviceBackend::completed_items(int32_t device, int32_t stream) {
+  Stream* s = GetStream(device, stream);
+  std::lock_guard<std::mutex> lock(s->mu);
+  return s->completed;
+}
+
+int64_t FakeDeviceBackend::queued_items(int32_t device, int32_t stream) {
+  Stream* s = GetStream(device, stream);
+  std::lock_guard<std::mutex> lock(s->mu);
+  return static_cast<int64_t>(s->queue.size()) + (s->running ? 1 : 0);
+}
+
+int64_t FakeDeviceBackend::max_stream_depth(int32_t stream) const {
+  std::vector<Stream*> streams;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (auto& [key, s] : streams_) {
+      if (key.second == stream) streams.push_back(s.get());
+    }
+  }
+  int64_t depth = 0;
+  for (Stream* s : streams) {
+    std::lock_guard<std::mutex> lock(s->mu);
+    depth = std::max(depth, s->max_depth);
+  }
+  return depth;
+}
+
+absl::StatusOr<std::unique_ptr<Event>> FakeDeviceBackend::CreateEvent(int32_t device) {
+  if (!HasStreamEvents()) return DeviceBackend::CreateEvent(device);
+  return std::unique_ptr<Event>(std::make_unique<FakeEvent>(this));
+}
+
+absl::Status FakeDeviceBackend::RecordEvent(int32_t device, int32_t stream, Event* event) {
+  auto* fake = dynamic_cast<FakeEvent*>(event);
+  if (fake == nullptr) return absl::InvalidArgumentError("fake device: RecordEvent of an event it did not create");
+  Stream* s = GetStream(device, stream);
+  FakeEvent::Point p{true, device, stream, 0};
+  {
+    std::lock_guard<std::mutex> lock(s->mu);
+    p.items = s->enqueued;
+  }
+  fake->set_point(p);
+  return absl::OkStatus();
+}
+
+absl::Status FakeDeviceBackend::WaitEvent(int32_t device, int32_t stream, const Event& event) {
+  const auto* fake = dynamic_cast<const FakeEvent*>(&event);
+  if (fake == nullptr) return absl::InvalidArgumentError("fake device: WaitEvent on an event it did not create");
+  const FakeEvent::Point p = fake->point();
+  if (!p.recorded) return absl::OkStatus();  // nothing to wait for
+  Stream* other = GetStream(p.device, p.stream);
+  event_waits_.fetch_add(1);
+  Push(GetStream(device, stream), Item{[other, items = p.items] {
+                                         std::unique_lock<std::mutex> lock(other->mu);
+                                         other->cv.wait(lock, [&] { return other->stop || other->completed >= items; });
+                                       },
+                                       true});
+  return absl::OkStatus();
 }
 
 absl::Status FakeDeviceBackend::Drain() {

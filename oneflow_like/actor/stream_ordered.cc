@@ -11,7 +11,7 @@ using StreamKey = std::pair<int32_t, int32_t>;  // the backend's (device, stream
 }  // namespace
 
 int64_t MarkStreamOrderedEdges(const std::vector<const TaskProto*>& tasks,
-                               const std::vector<std::unique_ptr<Actor>>& actors) {
+                               const std::vector<std::unique_ptr<Actor>>& actors, int64_t* with_events) {
   const size_t n = actors.size();
   std::vector<bool> stream_actor(n, false);
   std::vector<StreamKey> key(n);
@@ -21,9 +21,16 @@ int64_t MarkStreamOrderedEdges(const std::vector<const TaskProto*>& tasks,
                       actors[i]->OnDeviceStream(&device, &stream);
     key[i] = StreamKey{device, stream};
   }
+  auto valid = [&](int64_t b) { return b >= 0 && static_cast<size_t>(b) < n; };
   auto same_stream = [&](size_t a, int64_t b) {
-    return b >= 0 && static_cast<size_t>(b) < n && stream_actor[a] && stream_actor[b] && key[a] == key[b];
+    return valid(b) && stream_actor[a] && stream_actor[b] && key[a] == key[b];
   };
+  // Another stream of the same device, both bodies with events: ordered on the device by events.
+  auto by_event = [&](size_t a, int64_t b) {
+    return valid(b) && stream_actor[a] && stream_actor[b] && key[a].first == key[b].first &&
+           key[a].second != key[b].second && actors[a]->HasStreamEvents() && actors[b]->HasStreamEvents();
+  };
+  auto early = [&](size_t a, int64_t b) { return same_stream(a, b) || by_event(a, b); };
   // Output registers whose every byte sharer is produced on the producer's stream.
   std::vector<std::vector<bool>> ordered(n);
   for (size_t i = 0; i < n; ++i) {
@@ -36,29 +43,61 @@ int64_t MarkStreamOrderedEdges(const std::vector<const TaskProto*>& tasks,
       ordered[i][p] = ok;
     }
   }
-  int64_t edges = 0;
+  struct {
+    int64_t at_enqueue = 0, with_events = 0;
+  } edges;
+  std::vector<Actor::StreamHandOffs> hand_offs(n);
   for (size_t i = 0; i < n; ++i) {
     if (!stream_actor[i]) continue;
     const ActorSpec& spec = actors[i]->spec();
-    std::vector<bool> early_inputs(spec.inputs.size(), false);
+    Actor::StreamHandOffs& h = hand_offs[i];
+    h.early_inputs.assign(spec.inputs.size(), false);
+    h.input_events.assign(spec.inputs.size(), nullptr);
+    h.input_return_events.assign(spec.inputs.size(), false);
     for (size_t k = 0; k < spec.inputs.size(); ++k) {
       const InputPort& in = spec.inputs[k];
       if (in.mirror != nullptr) continue;
       const int64_t producer = in.producer.actor.value();
-      early_inputs[k] = same_stream(i, producer) && ordered[producer][in.producer.port];
-      edges += early_inputs[k] ? 1 : 0;
-    }
-    std::vector<std::vector<bool>> early_consumers(spec.outputs.size());
-    for (size_t p = 0; p < spec.outputs.size(); ++p) {
-      for (const LocalEndpoint& c : spec.outputs[p].local_consumers) {
-        const bool early = ordered[i][p] && same_stream(i, c.actor.value());
-        early_consumers[p].push_back(early);
-        edges += early ? 1 : 0;
+      if (!early(i, producer) || !ordered[producer][in.producer.port]) continue;
+      const OutputPort& from = actors[producer]->output(in.producer.port);
+      if (same_stream(i, producer)) {
+        h.early_inputs[k] = true;
+        ++edges.at_enqueue;
+        continue;
+      }
+      h.input_events[k] = &from.ready_events;  // ready at enqueue, with the producer's event
+      // Returned at enqueue with an event only when no other register shares the bytes (a
+      // sharer's producer would have to wait for it too); else when the act finished.
+      if (from.conflicts.empty()) {
+        h.early_inputs[k] = true;
+        h.input_return_events[k] = true;
+        ++edges.at_enqueue;
+        ++edges.with_events;
       }
     }
-    actors[i]->SetStreamOrdered(early_inputs, ordered[i], early_consumers);
+    h.early_consumers.resize(spec.outputs.size());
+    h.output_ready_events.assign(spec.outputs.size(), false);
+    h.reader_events.resize(spec.outputs.size());
+    for (size_t p = 0; p < spec.outputs.size(); ++p) {
+      for (const LocalEndpoint& c : spec.outputs[p].local_consumers) {
+        const bool at_enqueue = ordered[i][p] && early(i, c.actor.value());
+        h.early_consumers[p].push_back(at_enqueue);
+        edges.at_enqueue += at_enqueue ? 1 : 0;
+        if (!at_enqueue || same_stream(i, c.actor.value())) continue;
+        ++edges.with_events;
+        h.output_ready_events[p] = true;
+        if (spec.outputs[p].conflicts.empty()) {
+          h.reader_events[p].push_back(&actors[c.actor.value()]->spec().inputs[c.port].return_events);
+        }
+      }
+    }
+    h.ordered_outputs = ordered[i];
   }
-  return edges;
+  for (size_t i = 0; i < n; ++i) {
+    if (stream_actor[i]) actors[i]->SetStreamOrdered(hand_offs[i]);
+  }
+  if (with_events != nullptr) *with_events = edges.with_events;
+  return edges.at_enqueue;
 }
 
 }  // namespace actor
