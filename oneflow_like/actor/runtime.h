@@ -121,9 +121,10 @@ struct RuntimeEnv {
   DeviceBackend* device_backend = nullptr;
   // Device actors of one stream hand registers to each other when an act is enqueued rather
   // than when it finished (the stream runs them in that order anyway), so the host runs ahead
-  // of the device along a chain of kernels instead of waiting one completion per act. Edges to
-  // other streams, the host, other ranks and byte sharers on other streams wait for the act to
-  // finish (runtime_build.cc: MarkStreamOrderedEdges). False: every hand-off at finish.
+  // of the device along a chain of kernels instead of waiting one completion per act; actors on
+  // two streams of one device too, ordered by events, when the backend has them
+  // (DeviceBackend::HasStreamEvents). Edges to the host, other ranks and byte sharers on other
+  // streams wait for the act to finish (stream_ordered.h). False: every hand-off at finish.
   bool stream_ordered_handoffs = true;
 };
 

@@ -4,8 +4,8 @@
 // of NCCL's performance or protocols:
 //   - 4 "devices"; device memory is host memory from cudaMalloc (cudaPointerGetAttributes knows
 //     it and its device; any other pointer is unregistered host memory);
-//   - a stream is a thread running its tasks in order (kernels, copies, event records, host
-//     functions); events complete when the stream reaches them;
+//   - a stream is a thread running its tasks in order (kernels, copies, event records, event
+//     waits, host functions); events complete when the stream reaches them;
 //   - communicators with the same unique id form a world; each collective step waits on the
 //     stream for every member's matching step (members' steps are numbered in issue order),
 //     computes its result from the members' buffers, and writes it once all have read (so in
@@ -462,6 +462,17 @@ cudaError_t CUDARTAPI cudaEventRecord(cudaEvent_t event, cudaStream_t stream) {
   std::shared_ptr<EventState> state = event->state;
   const uint64_t mark = ++state->recorded;
   stream->state->Push([state, mark] { state->completed.store(mark); });
+  return cudaSuccess;
+}
+
+// The stream's later work waits until the work recorded before the event's latest record (as of
+// this call) ran; a never-recorded event: no wait.
+cudaError_t CUDARTAPI cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t event, unsigned int) {
+  std::shared_ptr<EventState> state = event->state;
+  const uint64_t mark = state->recorded.load();
+  stream->state->Push([state, mark] {
+    while (state->completed.load() < mark) std::this_thread::sleep_for(std::chrono::microseconds(20));
+  });
   return cudaSuccess;
 }
 

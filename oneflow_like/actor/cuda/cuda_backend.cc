@@ -3,6 +3,7 @@
 #include <cublas_v2.h>
 #include <cuda_runtime_api.h>
 
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -31,6 +32,16 @@ class CudaBody final : public ActBody {
     *device = task_.device;
     *stream = task_.stream;
     return true;
+  }
+  bool HasStreamEvents() const override { return true; }
+  absl::StatusOr<std::unique_ptr<Event>> CreateEvent() override { return backend_->CreateEvent(task_.device); }
+  absl::Status RecordEvent(Event* event) override {
+    absl::Status s = backend_->RecordEvent(task_.device, task_.stream, event);
+    return s.ok() ? s : Named(s);
+  }
+  absl::Status WaitEvent(const Event& event) override {
+    absl::Status s = backend_->WaitEvent(task_.device, task_.stream, event);
+    return s.ok() ? s : Named(s);
   }
 
   // Enqueues and synchronizes the stream (bodies run to completion: the device add of
@@ -166,6 +177,26 @@ absl::StatusOr<CudaBackend::Stream*> CudaBackend::StreamFor(int32_t device, int3
                stream_id >= 0 ? std::make_unique<StreamCompletions>(device + device_offset_) : nullptr});
   }
   return slot.get();
+}
+
+absl::StatusOr<std::unique_ptr<Event>> CudaBackend::CreateEvent(int32_t device) {
+  RETURN_IF_ERROR(Use(device));
+  ASSIGN_OR_RETURN(std::unique_ptr<CudaEvent> event, CudaEvent::Create());
+  return std::unique_ptr<Event>(std::move(event));
+}
+
+absl::Status CudaBackend::RecordEvent(int32_t device, int32_t stream, Event* event) {
+  auto* cuda_event = dynamic_cast<CudaEvent*>(event);
+  if (cuda_event == nullptr) return absl::InvalidArgumentError("cuda: RecordEvent of an event it did not create");
+  ASSIGN_OR_RETURN(Stream * s, StreamFor(device, stream));  // selects the device
+  return cuda_event->Record(s->stream.get());
+}
+
+absl::Status CudaBackend::WaitEvent(int32_t device, int32_t stream, const Event& event) {
+  const auto* cuda_event = dynamic_cast<const CudaEvent*>(&event);
+  if (cuda_event == nullptr) return absl::InvalidArgumentError("cuda: WaitEvent on an event it did not create");
+  ASSIGN_OR_RETURN(Stream * s, StreamFor(device, stream));
+  return cuda_event->StreamWait(s->stream.get());
 }
 
 absl::StatusOr<char*> CudaBackend::Allocate(int32_t device, int64_t bytes) {

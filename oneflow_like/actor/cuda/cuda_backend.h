@@ -22,6 +22,10 @@
 //                  the stream. Waits that remain: that add, and the embedding and cross-entropy
 //                  launchers (core/cuda/index_kernels.cu synchronizes the stream), which stop
 //                  the host from running ahead there
+//   events         between two streams of a device (stream-ordered hand-offs across streams,
+//                  actor/stream_ordered.h): CudaEvent (stream_events.h), cudaEventRecord on the
+//                  producer's stream after its kernels, cudaStreamWaitEvent on the consumer's
+//                  before its own
 // Devices: placements' DeviceProto.index is the device within the process (one process per GPU:
 // olrun's LOCAL_RANK picks it through CUDA_VISIBLE_DEVICES or `device_offset`).
 // Errors: a launch failure fails the act, naming the task and the CUDA call; a fault inside a
@@ -37,6 +41,7 @@
 #include <utility>
 
 #include "oneflow_like/actor/cuda/stream_completions.h"
+#include "oneflow_like/actor/cuda/stream_events.h"
 #include "oneflow_like/actor/device_backend.h"
 #include "oneflow_like/core/cuda/cuda_device.h"
 #include "oneflow_like/core/cuda/matmul_kernels.h"
@@ -66,6 +71,11 @@ class CudaBackend final : public DeviceBackend {
                        const std::vector<int64_t>& to_offset, const std::vector<int64_t>& shape) override;
   absl::StatusOr<std::unique_ptr<ActBody>> MakeBody(DeviceTask task) override;
   absl::Status Drain() override;  // every stream's completions reported, then cudaStreamSynchronize
+  // Events between streams of a device (stream_events.h): cudaEventRecord / cudaStreamWaitEvent.
+  bool HasStreamEvents() const override { return true; }
+  absl::StatusOr<std::unique_ptr<Event>> CreateEvent(int32_t device) override;
+  absl::Status RecordEvent(int32_t device, int32_t stream, Event* event) override;
+  absl::Status WaitEvent(int32_t device, int32_t stream, const Event& event) override;
 
   struct Stream {
     cuda::CudaStream stream;

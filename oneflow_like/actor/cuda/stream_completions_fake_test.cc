@@ -1,10 +1,13 @@
-// StreamCompletions over comm's in-process fake of the CUDA runtime (nccl_fake.cc: a stream is
-// a thread running its work in order, host functions included, as CUDA does).
+// StreamCompletions and CudaEvent over comm's in-process fake of the CUDA runtime (nccl_fake.cc:
+// a stream is a thread running its work in order, host functions and event waits included, as
+// CUDA does).
 #include "oneflow_like/actor/cuda/stream_completions.h"
+#include "oneflow_like/actor/cuda/stream_events.h"
 
 #include <atomic>
 #include <chrono>
 #include <future>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -117,6 +120,37 @@ TEST_F(StreamCompletionsTest, DestructionWaitsForThePendingCallbacks) {
   }  // ~StreamCompletions: every callback added has run
   EXPECT_EQ(ran.load(), 3);
   opener.join();
+}
+
+// CudaEvent (stream_events.h) between two streams: the second stream's work after StreamWait
+// runs only once the first stream's work before Record ran; a later Record does not move the
+// wait; an event never recorded orders nothing.
+TEST_F(StreamCompletionsTest, AnEventOrdersAnotherStreamsLaterWorkAfterTheRecordedPoint) {
+  cudaStream_t other = nullptr;
+  ASSERT_EQ(cudaStreamCreateWithFlags(&other, cudaStreamNonBlocking), cudaSuccess);
+  absl::StatusOr<std::unique_ptr<CudaEvent>> event = CudaEvent::Create();
+  ASSERT_TRUE(event.ok()) << event.status();
+  ASSERT_TRUE((*event)->StreamWait(other).ok());  // never recorded: no wait
+  std::atomic<bool> unordered{false}, ordered{false};
+  auto set = [](void* p) { static_cast<std::atomic<bool>*>(p)->store(true); };
+  cudaLaunchHostFunc(other, set, &unordered);
+  std::promise<void> gate = Gate();  // the "producer's kernel" on stream_
+  ASSERT_TRUE((*event)->Record(stream_).ok());
+  ASSERT_TRUE((*event)->StreamWait(other).ok());
+  cudaLaunchHostFunc(other, set, &ordered);
+  std::promise<void> later = Gate();
+  ASSERT_TRUE((*event)->Record(stream_).ok());  // recorded again, after the wait was queued
+  std::this_thread::sleep_for(milliseconds(30));
+  EXPECT_TRUE(unordered.load()) << "a wait for an event never recorded held the stream";
+  EXPECT_FALSE(ordered.load()) << "the other stream ran past its wait before the recorded point";
+  EXPECT_FALSE((*event)->Query());
+  gate.set_value();
+  for (int i = 0; i < 1000 && !ordered.load(); ++i) std::this_thread::sleep_for(milliseconds(1));
+  EXPECT_TRUE(ordered.load()) << "the wait took the later record";
+  later.set_value();
+  EXPECT_TRUE((*event)->Synchronize().ok());
+  EXPECT_TRUE((*event)->Query());
+  cudaStreamDestroy(other);
 }
 
 }  // namespace
