@@ -21,7 +21,7 @@ using ::testing::HasSubstr;
 
 // y = x @ w; dw = x^T @ dy; (w, buf) = sgd_update(w, dw, buf) written back through the update
 // register that both variable holders consume (the plan's back edge).
-TEST(FlowTest, VariableHolderAppliesSgdUpdatesAcrossSteps) {
+PlanProto MomentumPlan() {
   TestPlanBuilder b(1, 1);
   const int64_t w = b.AddRegister(0, "w", 1, {F32(Shape{3, 2})}, true);
   const int64_t buf = b.AddRegister(0, "buf", 1, {F32(Shape{3, 2})}, true);
@@ -55,47 +55,121 @@ TEST(FlowTest, VariableHolderAppliesSgdUpdatesAcrossSteps) {
   b.BindOutput(0, "y", y, Shape{4, 2});
   b.AddCompute(0, "dw.matmul", "matmul", {{"transpose_a", true}}, {x, dy}, {dw});
   b.AddCompute(0, "w.sgd_update", "sgd_update", {{"lr", 0.1}, {"momentum", 0.9}}, {w, dw, buf}, {update});
+  return b.Build();
+}
 
-  std::unique_ptr<OpRegistry> registry = MakeBuiltinRegistry();
-  absl::StatusOr<std::unique_ptr<Session>> session = Session::Create(b.Build(), registry.get());
-  ASSERT_TRUE(session.ok()) << session.status();
+Tensor MomentumX(int step) { return Iota(Shape{4, 3}, 0.5f - step, 0.25f); }
+Tensor MomentumDy(int step) { return Iota(Shape{4, 2}, 1.0f, -0.3f + 0.1f * step); }
 
-  // Hand-computed reference in double.
-  Tensor w0(DataType::kFloat32, Shape{3, 2});
-  FillUniform(&w0, Shape{3, 2}, {0, 0}, 42, -1, 1);
-  const std::vector<float> w0_values = w0.ToVector<float>();
-  std::vector<double> ref_w(w0_values.begin(), w0_values.end()), ref_buf(6, 0.0);
-  for (int step = 0; step < 3; ++step) {
-    const Tensor xs = Iota(Shape{4, 3}, 0.5f - step, 0.25f), dys = Iota(Shape{4, 2}, 1.0f, -0.3f + 0.1f * step);
-    ASSERT_TRUE((*session)->Feed("x", xs).ok());
-    ASSERT_TRUE((*session)->Feed("dy", dys).ok());
-    absl::Status status = (*session)->RunStep();
-    ASSERT_TRUE(status.ok()) << status;
-    // y uses this step's (not yet updated) w.
-    absl::StatusOr<Tensor> ys = (*session)->Fetch("y");
-    ASSERT_TRUE(ys.ok()) << ys.status();
+// The hand-computed reference in double: y of step `step` (with that step's w, before its
+// update), then w and buf after the update.
+struct MomentumReference {
+  std::vector<double> w, buf = std::vector<double>(6, 0.0);
+  MomentumReference() {
+    Tensor w0(DataType::kFloat32, Shape{3, 2});
+    FillUniform(&w0, Shape{3, 2}, {0, 0}, 42, -1, 1);
+    const std::vector<float> values = w0.ToVector<float>();
+    w.assign(values.begin(), values.end());
+  }
+  std::vector<double> Step(int step) {
+    const Tensor xs = MomentumX(step), dys = MomentumDy(step);
+    std::vector<double> y(8, 0.0);
     for (int i = 0; i < 4; ++i) {
       for (int j = 0; j < 2; ++j) {
-        double e = 0;
-        for (int k = 0; k < 3; ++k) e += xs.data<float>()[i * 3 + k] * ref_w[k * 2 + j];
-        EXPECT_NEAR(ys->data<float>()[i * 2 + j], e, 1e-4) << "step " << step;
+        for (int k = 0; k < 3; ++k) y[i * 2 + j] += xs.data<float>()[i * 3 + k] * w[k * 2 + j];
       }
     }
     for (int k = 0; k < 3; ++k) {
       for (int j = 0; j < 2; ++j) {
         double grad = 0;
         for (int i = 0; i < 4; ++i) grad += xs.data<float>()[i * 3 + k] * dys.data<float>()[i * 2 + j];
-        ref_buf[k * 2 + j] = 0.9 * ref_buf[k * 2 + j] + grad;
-        ref_w[k * 2 + j] -= 0.1 * ref_buf[k * 2 + j];
+        buf[k * 2 + j] = 0.9 * buf[k * 2 + j] + grad;
+        w[k * 2 + j] -= 0.1 * buf[k * 2 + j];
       }
     }
+    return y;
+  }
+};
+
+void ExpectNear(const Tensor& actual, const std::vector<double>& expected, const std::string& what) {
+  ASSERT_EQ(actual.elem_count(), static_cast<int64_t>(expected.size())) << what;
+  for (size_t i = 0; i < expected.size(); ++i) EXPECT_NEAR(actual.data<float>()[i], expected[i], 1e-4) << what << "[" << i << "]";
+}
+
+TEST(FlowTest, VariableHolderAppliesSgdUpdatesAcrossSteps) {
+  std::unique_ptr<OpRegistry> registry = MakeBuiltinRegistry();
+  absl::StatusOr<std::unique_ptr<Session>> session = Session::Create(MomentumPlan(), registry.get());
+  ASSERT_TRUE(session.ok()) << session.status();
+  MomentumReference ref;
+  for (int step = 0; step < 3; ++step) {
+    ASSERT_TRUE((*session)->Feed("x", MomentumX(step)).ok());
+    ASSERT_TRUE((*session)->Feed("dy", MomentumDy(step)).ok());
+    absl::Status status = (*session)->RunStep();
+    ASSERT_TRUE(status.ok()) << status;
+    const std::vector<double> y = ref.Step(step);
+    // y uses this step's (not yet updated) w.
+    absl::StatusOr<Tensor> ys = (*session)->Fetch("y");
+    ASSERT_TRUE(ys.ok()) << ys.status();
+    ExpectNear(*ys, y, absl::StrCat("y of step ", step));
     absl::StatusOr<Tensor> wv = (*session)->ReadVariable("w");
     ASSERT_TRUE(wv.ok()) << wv.status();
-    for (int i = 0; i < 6; ++i)
-      EXPECT_NEAR(wv->data<float>()[i], ref_w[i], 1e-4) << "step " << step << " w[" << i << "]";
-    for (int i = 0; i < 6; ++i) EXPECT_NEAR((*session)->ReadVariable("buf")->data<float>()[i], ref_buf[i], 1e-4);
+    ExpectNear(*wv, ref.w, absl::StrCat("w after step ", step));
+    ExpectNear(*(*session)->ReadVariable("buf"), ref.buf, absl::StrCat("buf after step ", step));
   }
   EXPECT_TRUE((*session)->Close().ok());
+}
+
+// Run-ahead: step s + 1 is fed and started before step s is finished, with threads, so step
+// s + 1's sources may fire while step s computes. Every y still uses the w of its own step:
+// step s + 1's w waits for step s's update (the variable's register comes back only then).
+// A third step in flight is refused, and RunStep refuses while a step runs ahead.
+TEST(FlowTest, RunAheadStepsUseTheUpdatedVariables) {
+  std::unique_ptr<OpRegistry> registry = MakeBuiltinRegistry();
+  for (bool deterministic : {false, true}) {
+    SCOPED_TRACE(deterministic ? "deterministic" : "threads");
+    SessionOptions options;
+    options.deterministic = deterministic;
+    absl::StatusOr<std::unique_ptr<Session>> session = Session::Create(MomentumPlan(), registry.get(), options);
+    ASSERT_TRUE(session.ok()) << session.status();
+    Session& s = **session;
+    MomentumReference ref;
+    constexpr int kSteps = 6;
+    auto start = [&](int step) {
+      ASSERT_TRUE(s.Feed("x", MomentumX(step)).ok());
+      ASSERT_TRUE(s.Feed("dy", MomentumDy(step)).ok());
+      absl::Status status = s.StartStep();
+      ASSERT_TRUE(status.ok()) << "step " << step << ": " << status;
+    };
+    auto finish = [&](int step) {
+      absl::Status status = s.FinishStep();
+      ASSERT_TRUE(status.ok()) << "step " << step << ": " << status;
+      EXPECT_EQ(s.steps_finished(), step + 1);
+      ExpectNear(*s.Fetch("y"), ref.Step(step), absl::StrCat("y of step ", step));
+    };
+    start(0);
+    for (int step = 0; step < kSteps; ++step) {
+      if (step + 1 < kSteps) start(step + 1);
+      finish(step);
+    }
+    ExpectNear(*s.ReadVariable("w"), ref.w, "w after the run-ahead steps");
+    // Two steps in flight: a third is refused even with its pieces fed, and so is RunStep;
+    // the refused step starts once one of them finished.
+    start(kSteps);
+    start(kSteps + 1);
+    ASSERT_TRUE(s.Feed("x", MomentumX(kSteps + 2)).ok());
+    ASSERT_TRUE(s.Feed("dy", MomentumDy(kSteps + 2)).ok());
+    absl::Status third = s.StartStep();
+    EXPECT_EQ(third.code(), absl::StatusCode::kFailedPrecondition) << third;
+    EXPECT_THAT(third.message(), HasSubstr("2 steps are still running"));
+    EXPECT_EQ(s.RunStep().code(), absl::StatusCode::kFailedPrecondition);
+    finish(kSteps);
+    ASSERT_TRUE(s.StartStep().ok());
+    finish(kSteps + 1);
+    finish(kSteps + 2);
+    EXPECT_EQ(s.FinishStep().code(), absl::StatusCode::kFailedPrecondition);  // none started
+    ExpectNear(*s.ReadVariable("w"), ref.w, "w at the end");
+    EXPECT_TRUE(s.Close().ok());
+  }
 }
 
 // Registers a one-input, one-output test op with the given kernel.

@@ -279,6 +279,7 @@ void Runtime::OnActed(const Actor& actor, int64_t firing, bool step_event, int64
   // last_act_micros_ is stamped once per batch by the thread loop (DispatchOne alike).
   progress_.fetch_add(1);
   if (step_event) {
+    actor_step_events_[actor.spec().id.value()].fetch_add(1);
     step_events_.fetch_add(1);
     if (env_.step_notifier != nullptr) env_.step_notifier->Notify();
   }
@@ -408,6 +409,7 @@ absl::Status Runtime::FeedShard(const std::string& name, const Tensor& shard) {
   }
   std::lock_guard<std::mutex> lock(io_mu_);
   feeds_[name].push_back(shard.Clone());
+  ++fed_total_[name];
   return absl::OkStatus();
 }
 
@@ -433,20 +435,27 @@ absl::Status Runtime::FeedLogical(const std::string& name, const Tensor& logical
   CopyBlockOut(logical, binding_offsets_.at(name), &shard);
   std::lock_guard<std::mutex> lock(io_mu_);
   feeds_[name].push_back(std::move(shard));
+  ++fed_total_[name];
   return absl::OkStatus();
 }
 
 absl::Status Runtime::StartStep() {
   RETURN_IF_ERROR(status());
   if (ended_) return absl::FailedPreconditionError("StartStep after EndStream");
-  if (!StepDone()) return absl::FailedPreconditionError("StartStep while the previous step is still running");
+  if (steps_started_ - StepsDone() >= kMaxStepsInFlight) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("StartStep while ", kMaxStepsInFlight, " steps are still running (at most ", kMaxStepsInFlight,
+                     " at once)"));
+  }
   {
     std::lock_guard<std::mutex> lock(io_mu_);
+    const int64_t needed = (steps_started_ + 1) * pieces_per_step_;
     for (const auto& [name, binding] : bindings_) {
       if (binding.kind() != TensorBindingProto::INPUT) continue;
-      const int64_t fed = static_cast<int64_t>(feeds_[name].size());
-      if (fed < pieces_per_step_) {
-        return absl::FailedPreconditionError(absl::StrCat("input '", name, "' on rank ", rank_.value(), " has ", fed,
+      const int64_t fed = fed_total_[name];
+      if (fed < needed) {
+        return absl::FailedPreconditionError(absl::StrCat("input '", name, "' on rank ", rank_.value(), " has ",
+                                                          fed - steps_started_ * pieces_per_step_,
                                                           " fed pieces; a step needs ", pieces_per_step_));
       }
     }
@@ -459,6 +468,14 @@ absl::Status Runtime::StartStep() {
 }
 
 bool Runtime::StepDone() const { return step_events_.load() >= steps_started_ * events_per_step_; }
+
+int64_t Runtime::StepsDone() const {
+  int64_t done = steps_started_;
+  for (size_t i = 0; i < step_events_per_actor_.size(); ++i) {
+    if (step_events_per_actor_[i] > 0) done = std::min(done, actor_step_events_[i].load() / step_events_per_actor_[i]);
+  }
+  return done;
+}
 
 void Runtime::EndStream() {
   if (ended_) return;

@@ -156,10 +156,18 @@ class Runtime final : public ActorHost {
   absl::Status FeedLogical(const std::string& name, const Tensor& logical);
   absl::Status FeedShard(const std::string& name, const Tensor& shard);
 
-  // Starts one step. FailedPrecondition if an input lacks pieces, the previous step is not
-  // done, or the runtime failed or was ended.
+  // Starts one step. Up to kMaxStepsInFlight steps may run at once: the next one's sources
+  // fire as soon as their registers come back (a variable's only after the previous step's
+  // update absorbed it), so the host's work between steps (fetch, feed) overlaps compute.
+  // FailedPrecondition if an input lacks pieces for every started step plus this one, too many
+  // steps are running, or the runtime failed or was ended.
+  static constexpr int64_t kMaxStepsInFlight = 2;
   absl::Status StartStep();
+  // Every started step is done.
   bool StepDone() const;
+  // The number of steps done (<= steps_started()): a step is done when every source, sink and
+  // variable holder had all its events of that step (each actor's events come in step order).
+  int64_t StepsDone() const;
   int64_t steps_started() const { return steps_started_; }
   // Update registers whose optimizer writes the variables in place (inplace_updates.h).
   int64_t num_inplace_updates() const { return num_inplace_updates_; }
@@ -344,10 +352,14 @@ class Runtime final : public ActorHost {
 
   mutable std::mutex io_mu_;  // feeds_ and fetched_
   std::map<std::string, std::deque<Tensor>> feeds_;
+  std::map<std::string, int64_t> fed_total_;  // pieces ever fed, per input
   std::map<std::string, std::deque<Tensor>> fetched_;
   std::map<std::string, int64_t> fetches_per_step_;  // sink firings per step, per output
 
   int64_t events_per_step_ = 0;
+  // Per actor (indexed by ActorId): its step events per step, and how many it had so far.
+  std::vector<int64_t> step_events_per_actor_;
+  std::unique_ptr<std::atomic<int64_t>[]> actor_step_events_;
   int64_t num_inplace_updates_ = 0;
   int64_t num_stream_ordered_edges_ = 0;
   int64_t steps_started_ = 0;  // written by StartStep (callers serialize steps)

@@ -314,10 +314,13 @@ absl::Status Runtime::Build(const PlanProto& plan, const RankPlanProto& rank_pla
     const int64_t rate = rates.contains(task->id()) ? rates.at(task->id()) : pieces_per_step_;
     ASSIGN_OR_RETURN(TaskSetup setup, SetUpTask(*task, rate, &spec));
     events_per_step_ += setup.step_events;
+    step_events_per_actor_.push_back(setup.step_events);
     if (task->type() == TaskProto::SOURCE) sources_.push_back(spec.id);
     StreamThread* host = thread_of_actor_[spec.id.value()];  // actors run on their thread only
     actors_.push_back(std::make_unique<Actor>(std::move(spec), std::move(setup.body), host));
   }
+  actor_step_events_ = std::make_unique<std::atomic<int64_t>[]>(actors_.size());
+  for (size_t i = 0; i < actors_.size(); ++i) actor_step_events_[i].store(0);
   for (const InPlaceUpdate& u : inplace) {
     Actor* writer = actors_[actor_of_task.at(u.optimizer_task).value()].get();
     for (const InPlaceTarget& t : u.targets) {

@@ -204,7 +204,7 @@ TEST(RuntimeTest, FeedingTheNextStepWhileAStepRunsKeepsStepsApart) {
   for (int piece = 0; piece < kPieces; ++piece) ASSERT_TRUE(runtime.FeedShard("x", Values(PieceValues(0, piece))).ok());
   for (int step = 0; step < kSteps; ++step) {
     ASSERT_TRUE(runtime.StartStep().ok()) << "step " << step;
-    EXPECT_EQ(runtime.StartStep().code(), absl::StatusCode::kFailedPrecondition);  // step still running
+    EXPECT_EQ(runtime.StartStep().code(), absl::StatusCode::kFailedPrecondition);  // next pieces not fed yet
     int dispatched = 0, fed_next = 0;
     while (!runtime.StepDone()) {
       ASSERT_TRUE(runtime.DispatchOne()) << "stalled in step " << step;

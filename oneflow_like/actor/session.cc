@@ -136,7 +136,17 @@ absl::Status Session::Wait(const std::function<bool()>& done, const std::string&
 
 absl::Status Session::RunStep() {
   RETURN_IF_ERROR(broken_);
-  if (closed_) return absl::FailedPreconditionError("RunStep after Close");
+  if (started_ != finished_) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("RunStep while step ", finished_, " started by StartStep is not finished (call FinishStep)"));
+  }
+  RETURN_IF_ERROR(StartStep());
+  return FinishStep();
+}
+
+absl::Status Session::StartStep() {
+  RETURN_IF_ERROR(broken_);
+  if (closed_) return absl::FailedPreconditionError("StartStep after Close");
   for (auto& runtime : runtimes_) {
     absl::Status status = runtime->StartStep();
     if (!status.ok()) {
@@ -145,15 +155,25 @@ absl::Status Session::RunStep() {
       return status;
     }
   }
-  const int64_t step = runtimes_.empty() ? 0 : runtimes_.front()->steps_started();
+  ++started_;
+  return absl::OkStatus();
+}
+
+absl::Status Session::FinishStep() {
+  RETURN_IF_ERROR(broken_);
+  if (finished_ >= started_) return absl::FailedPreconditionError("FinishStep without a started step");
+  const int64_t step = finished_;
+  // Each runtime counts its own steps; they started together, so step `step` is the same
+  // number of steps behind each one's count.
   RETURN_IF_ERROR(Wait(
       [this] {
         for (auto& runtime : runtimes_) {
-          if (!runtime->StepDone()) return false;
+          if (runtime->StepsDone() < runtime->steps_started() - (started_ - finished_ - 1)) return false;
         }
         return true;
       },
-      absl::StrCat("step ", step)));
+      absl::StrCat("step ", step + 1)));
+  ++finished_;
   fetched_.clear();
   for (auto& runtime : runtimes_) {
     // Every OUTPUT binding of this rank.

@@ -81,9 +81,19 @@ class Session {
   absl::Status Feed(const std::string& name, const Tensor& logical);
   absl::Status FeedShard(const std::string& name, int rank, const Tensor& shard);
   // Runs one step: every rank's sources fire their pieces; returns when every rank's step is
-  // done, or with the first failure / the watchdog's report.
+  // done, or with the first failure / the watchdog's report. FailedPrecondition while a step
+  // started by StartStep is not finished.
   absl::Status RunStep();
-  // Output `name` of piece `firing` of the last step (most outputs fire once per piece;
+  // RunStep in two halves, so the caller can run ahead: StartStep starts the next step on every
+  // rank (at most Runtime::kMaxStepsInFlight unfinished; feed its pieces first) and returns at
+  // once; FinishStep waits for the oldest unfinished step and makes its outputs the ones Fetch
+  // returns. E.g. feed + StartStep step n + 1, then FinishStep step n and fetch its loss: the
+  // host's fetch and feed overlap step n + 1's compute (which waits for step n's updates).
+  absl::Status StartStep();
+  absl::Status FinishStep();
+  int64_t steps_started() const { return started_; }
+  int64_t steps_finished() const { return finished_; }
+  // Output `name` of piece `firing` of the last finished step (most outputs fire once per piece;
   // outputs after an ACCUMULATE once per step), assembled from the ranks' shards.
   absl::StatusOr<Tensor> Fetch(const std::string& name, int64_t firing = 0) const;
   // The raw shard of one rank.
@@ -124,7 +134,8 @@ class Session {
   std::vector<std::unique_ptr<comm::CollectiveBackend>> collective_backends_;
   std::vector<std::unique_ptr<CpuAllocator>> allocators_;
   std::vector<std::unique_ptr<Runtime>> runtimes_;  // one per entry of plan.ranks
-  // Fetched shards of the last step: name -> (rank, pieces).
+  int64_t started_ = 0, finished_ = 0;  // steps, by StartStep / FinishStep
+  // Fetched shards of the last finished step: name -> (rank, pieces).
   std::map<std::string, std::vector<std::pair<int, std::vector<Tensor>>>> fetched_;
   std::vector<std::string> message_log_;
   absl::Status broken_;

@@ -31,7 +31,7 @@ const std::map<std::string, std::map<std::string, std::string>>& Fields() {
       {"optimizer", {{"kind", ""}, {"lr", "--lr"}}},
       {"train",
        {{"steps", "--steps"}, {"warmup", "--warmup"}, {"seed", "--seed"}, {"watchdog_ms", "--watchdog_ms"},
-        {"timeline", "--timeline"}}},
+        {"timeline", "--timeline"}, {"run_ahead", "--run_ahead"}}},
       {"checkpoint", {{"dir", "--checkpoint_dir"}, {"every", "--checkpoint_every"}, {"resume", "--resume"}}},
   };
   return *fields;

@@ -15,7 +15,8 @@ class LocalExecutor : public StepExecutor {
 
   int64_t pieces_per_step() const override { return session_->pieces_per_step(); }
   absl::Status Feed(const std::string& name, const Tensor& logical) override { return session_->Feed(name, logical); }
-  absl::Status RunStep(int64_t) override { return session_->RunStep(); }
+  absl::Status StartStep(int64_t) override { return session_->StartStep(); }
+  absl::Status FinishStep(int64_t) override { return session_->FinishStep(); }
   absl::StatusOr<double> MeanScalar(const std::string& name, int64_t) override {
     const int64_t firings = session_->FetchCount(name);
     if (firings <= 0) return absl::InternalError(absl::StrCat("the step produced no '", name, "'"));

@@ -105,12 +105,22 @@ class RankExecutor : public StepExecutor {
     return runtime_->FeedLogical(name, logical);
   }
 
-  absl::Status RunStep(int64_t step) override {
+  absl::Status StartStep(int64_t step) override {
     MaybeInjectFault("step", context_->rank(), step);
     context_->control()->ReportStep(step);
     RETURN_IF_ERROR(context_->failure());
     RETURN_IF_ERROR(runtime_->StartStep());
-    return Wait([this] { return runtime_->StepDone(); }, absl::StrCat("step ", step));
+    ++started_;
+    return absl::OkStatus();
+  }
+
+  absl::Status FinishStep(int64_t step) override {
+    if (finished_ >= started_) return absl::FailedPreconditionError(absl::StrCat("FinishStep(", step, ") without a started step"));
+    // The runtime's steps count from its creation; the oldest unfinished one is finished_ + 1.
+    const int64_t need = runtime_->steps_started() - (started_ - finished_ - 1);
+    RETURN_IF_ERROR(Wait([this, need] { return runtime_->StepsDone() >= need; }, absl::StrCat("step ", step)));
+    ++finished_;
+    return absl::OkStatus();
   }
 
   absl::StatusOr<double> MeanScalar(const std::string& name, int64_t step) override {
@@ -207,6 +217,7 @@ class RankExecutor : public StepExecutor {
   DistributedContext* context_;
   actor::SessionOptions options_;
   int64_t pieces_;
+  int64_t started_ = 0, finished_ = 0;  // steps, by StartStep / FinishStep
   std::set<std::string> names_;
   std::map<std::string, std::vector<int32_t>> holders_;  // output -> ranks holding a shard
   CpuAllocator allocator_;

@@ -83,7 +83,13 @@ absl::Status RunTraining(const TrainerOptions& options, const RunOptions& run, c
   std::vector<double> times;
   const int64_t timed_from = trainer->next_step() + run.warmup_steps;
   while (trainer->next_step() < run.steps) {
-    ASSIGN_OR_RETURN(StepResult r, trainer->RunStep());
+    // Run ahead (start the next step before this one's loss is fetched) unless this step is
+    // the last or a checkpoint follows it: a checkpoint reads the variables between steps.
+    const int64_t step = trainer->next_step();
+    const bool checkpoint_after = !run.checkpoint_dir.empty() && run.checkpoint_every > 0 &&
+                                  (step + 1) % run.checkpoint_every == 0;
+    const bool start_next = run.run_ahead && step + 1 < run.steps && !checkpoint_after;
+    ASSIGN_OR_RETURN(StepResult r, trainer->RunStep(start_next));
     if (leader) {
       out << absl::StrFormat("step %d loss %.6f time %.1f ms %.0f %s\n", r.step, r.loss, 1e3 * r.seconds,
                              r.items_per_second, trainer->item_unit())

@@ -30,6 +30,9 @@ struct RunOptions {
   // Start from the newest complete checkpoint in checkpoint_dir (any layout), if one exists:
   // steps continue from its step, data from its position; `steps` is the total to reach.
   bool resume = false;
+  // Start step n + 1 before step n's loss is fetched (Trainer::RunStep(start_next)), except
+  // before a checkpoint and at the end, so the host's work between steps overlaps compute.
+  bool run_ahead = true;
 };
 
 // The whole run as the oltrain binary does it. The leader process (every process of a local run;

@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "oneflow_like/core/status.h"
 #include "oneflow_like/actor/session.h"
 #include "oneflow_like/core/tensor.h"
 
@@ -35,8 +36,19 @@ class StepExecutor {
   // One piece of input `name` (call pieces_per_step() times per step, before RunStep).
   virtual absl::Status Feed(const std::string& name, const Tensor& logical) = 0;
   // Runs step `step` (0, 1, ...) to completion.
-  virtual absl::Status RunStep(int64_t step) = 0;
-  // The mean over the last step's firings of the scalar output `name`, assembled over ranks.
+  absl::Status RunStep(int64_t step) {
+    RETURN_IF_ERROR(StartStep(step));
+    return FinishStep(step);
+  }
+  // RunStep in two halves: StartStep starts `step` (its pieces fed) and returns at once; at
+  // most actor::Runtime::kMaxStepsInFlight steps may be started and not finished. FinishStep
+  // waits until `step`, the oldest unfinished one, is done. Feeding and starting step n + 1
+  // before FinishStep(n) overlaps the host's between-step work with compute; the runtime
+  // still orders step n + 1 after step n's variable updates.
+  virtual absl::Status StartStep(int64_t step) = 0;
+  virtual absl::Status FinishStep(int64_t step) = 0;
+  // The mean over the last finished step's firings of the scalar output `name`, assembled over
+  // ranks.
   virtual absl::StatusOr<double> MeanScalar(const std::string& name, int64_t step) = 0;
   // The Runtimes of this process's ranks (for checkpoints), in rank order.
   virtual std::vector<actor::Runtime*> local_runtimes() const = 0;

@@ -195,16 +195,30 @@ absl::Status Trainer::FeedStep(int64_t step) {
   return absl::OkStatus();
 }
 
-absl::StatusOr<StepResult> Trainer::RunStep() {
+absl::StatusOr<StepResult> Trainer::RunStep(bool start_next) {
   StepResult r;
   r.step = next_step_++;
   // GPT data is generated per step (cheap: a few thousand tokens); MLP data is cached. The
-  // timed region is feed + run + fetch, like the torch scripts' step (data made beforehand).
+  // timed region is feed + run + fetch, like the torch scripts' step (data made beforehand);
+  // for a step started ahead, it runs from the previous step's end (its feed overlapped that
+  // step), so in a run-ahead loop the times are the intervals between step ends.
   const double start = Now();
-  RETURN_IF_ERROR(FeedStep(r.step));
-  RETURN_IF_ERROR(executor_->RunStep(r.step));
+  const bool was_started = started_through_ >= r.step;
+  if (!was_started) {
+    RETURN_IF_ERROR(FeedStep(r.step));
+    RETURN_IF_ERROR(executor_->StartStep(r.step));
+    started_through_ = r.step;
+  }
+  if (start_next) {
+    RETURN_IF_ERROR(FeedStep(r.step + 1));
+    RETURN_IF_ERROR(executor_->StartStep(r.step + 1));
+    started_through_ = r.step + 1;
+  }
+  RETURN_IF_ERROR(executor_->FinishStep(r.step));
   ASSIGN_OR_RETURN(r.loss, executor_->MeanScalar("loss", r.step));
-  r.seconds = Now() - start;
+  const double end = Now();
+  r.seconds = end - (was_started ? last_step_end_ : start);
+  last_step_end_ = end;
   r.items_per_second = r.seconds > 0 ? static_cast<double>(items_per_step()) / r.seconds : 0;
   return r;
 }

@@ -117,7 +117,8 @@ int IntraOpThreadsFromEnv();
 struct StepResult {
   int64_t step = 0;
   double loss = 0;             // mean over the step's pieces
-  double seconds = 0;          // wall time of feed + run + fetch (data generated before)
+  double seconds = 0;          // wall time of feed + run + fetch (data generated before); for a
+                               // step started ahead: from the previous step's end
   double items_per_second = 0; // tokens/s (gpt) or samples/s (mlp)
 };
 
@@ -126,8 +127,12 @@ class Trainer {
   // Builds the job, compiles it and opens a Session. `registry` must outlive the trainer.
   static absl::StatusOr<std::unique_ptr<Trainer>> Create(const TrainerOptions& options, const OpRegistry* registry);
 
-  // Runs the next step (0, 1, ...).
-  absl::StatusOr<StepResult> RunStep();
+  // Runs the next step (0, 1, ...). With `start_next`, the step after it is fed and started
+  // before this one is waited for (run-ahead: the host's fetch and feed overlap compute; the
+  // runtime still runs it after this step's updates). The next RunStep then only finishes it.
+  // Leave `start_next` false before anything that reads or writes variables (a checkpoint)
+  // and on the last step. REQUIRES: with `start_next`, the next step was not started yet.
+  absl::StatusOr<StepResult> RunStep(bool start_next = false);
   // A one-screen text summary: ranks, tasks per rank by kind, planned vs naive memory per
   // rank, pieces per step, compile phases, and the SBP signatures of the biggest ops.
   std::string PlanSummary(int max_ops = 6) const;
@@ -145,7 +150,7 @@ class Trainer {
   StepExecutor* executor() const { return executor_.get(); }
   // The next step RunStep runs (after a checkpoint load: the checkpoint's step + 1).
   int64_t next_step() const { return next_step_; }
-  void set_next_step(int64_t step) { next_step_ = step; }
+  void set_next_step(int64_t step) { next_step_ = step; started_through_ = step - 1; }
   const TrainerOptions& options() const { return options_; }
   int64_t items_per_step() const;  // tokens (gpt) or samples (mlp) per step
   const char* item_unit() const { return options_.model == Workload::kGpt ? "tokens/s" : "samples/s"; }
@@ -164,6 +169,8 @@ class Trainer {
   double compile_seconds_ = 0;
   std::unique_ptr<StepExecutor> executor_;
   int64_t next_step_ = 0;
+  int64_t started_through_ = -1;  // the last step fed and started
+  double last_step_end_ = 0;      // when the last RunStep returned (Now())
   std::unique_ptr<models::TextCorpus> corpus_;  // when options_.text_path is set
   std::vector<std::pair<Tensor, Tensor>> mlp_data_;  // cached (inputs, targets) per distinct batch
 };

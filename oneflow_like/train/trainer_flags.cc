@@ -90,6 +90,8 @@ Runtime and output:
   --timeline=DIR         record every act; write DIR/timeline.json (chrome://tracing, Perfetto);
                          under olrun each rank writes DIR/timeline.rank<R>.json (tools/trace_merge.py)
   --watchdog_ms=N        fail a step after N ms without progress (60000)
+  --run_ahead[=bool]     start each step before the previous step's loss is fetched, so fetch
+                         and feed overlap compute (on; off before checkpoints and at the end)
   --help                 this text
 Threads: each rank splits its GEMMs (OpenBLAS then single-threaded) and its large element-wise,
 softmax, norm, loss and optimizer kernels over OL_INTRA_OP_THREADS threads (default:
@@ -221,6 +223,11 @@ absl::StatusOr<TrainerFlags> ParseTrainerFlags(const std::vector<std::string>& a
          ASSIGN_OR_RETURN(f.resume, Bool(flag, v));
          return absl::OkStatus();
        }},
+      {"--run_ahead",
+       [&](const std::string& flag, const std::string& v) -> absl::Status {
+         ASSIGN_OR_RETURN(f.run_ahead, Bool(flag, v));
+         return absl::OkStatus();
+       }},
       {"--data",
        [&](const std::string& flag, const std::string& v) -> absl::Status {
          if (v.empty()) return Bad(flag, "synthetic or a file path", v);
@@ -260,7 +267,7 @@ absl::StatusOr<TrainerFlags> ParseTrainerFlags(const std::vector<std::string>& a
     if (eq != std::string::npos) {
       value = arg.substr(eq + 1);
     } else if (name == "--reuse_memory" || name == "--inplace_updates" || name == "--stream_ordered" ||
-               name == "--recompute" || name == "--resume") {
+               name == "--recompute" || name == "--resume" || name == "--run_ahead") {
       value = "";  // bare boolean
     } else if (i + 1 < args.size()) {
       value = args[++i];

@@ -31,6 +31,7 @@ struct TrainerFlags {
   std::string checkpoint_dir;
   int64_t checkpoint_every = 0;
   bool resume = false;
+  bool run_ahead = true;
 };
 
 // `args` excludes the program name.

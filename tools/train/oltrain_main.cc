@@ -126,6 +126,7 @@ int OltrainMain(int argc, char** argv, actor::DeviceBackend* device_backend,
   run.checkpoint_dir = flags->checkpoint_dir;
   run.checkpoint_every = flags->checkpoint_every;
   run.resume = flags->resume;
+  run.run_ahead = flags->run_ahead;
   OpRegistry registry;
   absl::Status status = RegisterBuiltinOps(&registry);
   if (status.ok() && train::LaunchedByLauncher()) return RunDistributed(flags->options, run, &registry);
