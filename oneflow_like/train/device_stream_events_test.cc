@@ -9,6 +9,7 @@
 #include <functional>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "gtest/gtest.h"
@@ -88,8 +89,8 @@ std::vector<float> HostDataLosses(const std::string& model_device, const OpRegis
 }
 
 // What the host queued while stream `paused` was stopped: `job` runs in a thread, and once the
-// host stopped starting bodies (none for 300 ms) the queue of stream `measured` is read; then the
-// stream runs and the job ends.
+// host stopped starting bodies and stream `measured` stopped running items (300 ms without a
+// change) its queue is read; then the stopped stream runs and the job ends.
 struct Queued {
   int64_t now = 0;     // items (kernels and event waits) on `measured` when the host stopped
   int64_t depth = 0;   // the most it ever had
@@ -99,9 +100,9 @@ Queued WhileStopped(FakeDeviceBackend* device, int32_t paused, int32_t measured,
   device->set_paused_stream(paused);
   std::thread run(job);
   for (int i = 0; i < 1000 && device->bodies_started() == 0; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  int64_t seen = -1;
+  std::pair<int64_t, int64_t> seen{-1, -1};  // bodies started, items on `measured`
   for (int quiet = 0, i = 0; quiet < 6 && i < 400; ++i) {
-    const int64_t now = device->bodies_started();
+    const std::pair<int64_t, int64_t> now{device->bodies_started(), device->queued_items(0, measured)};
     quiet = now == seen ? quiet + 1 : 0;
     seen = now;
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
