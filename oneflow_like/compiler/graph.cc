@@ -246,8 +246,8 @@ absl::Status ValidateJobConfig(const Graph& graph) {
     return Invalid(absl::StrCat("config: micro_batches (", c.micro_batches(), ") and gradient_accumulation_steps (",
                                 c.gradient_accumulation_steps(), ") must be >= 0"));
   }
-  if (c.zero_stage() != 0 && c.zero_stage() != 1) {
-    return Invalid(absl::StrCat("config: zero_stage ", c.zero_stage(), " is not supported (0 or 1)"));
+  if (c.zero_stage() < 0 || c.zero_stage() > 2) {
+    return Invalid(absl::StrCat("config: zero_stage ", c.zero_stage(), " is not supported (0, 1 or 2)"));
   }
   if (c.loss().empty() != !c.has_optimizer()) {
     return Invalid(c.loss().empty() ? "config: an optimizer is set but no loss (hint: use train(loss, optimizer=...))"

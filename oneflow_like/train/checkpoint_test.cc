@@ -196,6 +196,7 @@ TEST_F(CheckpointTest, ReshardingToOtherLayoutsIsBitIdentical) {
       {"tp2", {{.tp = 2}}},
       {"pp2", {{.pp = 2}}},
       {"dp2 zero1", {{.dp = 2}, 1}},
+      {"dp2 zero2", {{.dp = 2}, 2}},  // the parameters themselves sharded
   };
   int64_t logical_bytes = 0;
   for (const auto& [name, value] : *saved_) logical_bytes += value.byte_size();
@@ -269,6 +270,37 @@ TEST_F(CheckpointTest, ResumeEqualsUninterruptedTraining) {
   const std::vector<double> rest_one = RunSteps(one.get(), kFirst, kSteps - kFirst);
   ASSERT_EQ(rest_one.size(), static_cast<size_t>(kSteps - kFirst));
   for (int i = 0; i < kSteps - kFirst; ++i) EXPECT_NEAR(rest_one[i], all[kFirst + i], 1e-5) << "step " << kFirst + i;
+}
+
+// ZeRO-2 stores the parameters as dp shards; a checkpoint saved there resumes under one rank,
+// and one saved by one rank resumes under ZeRO-2, both continuing the uninterrupted ZeRO-2 run.
+TEST_F(CheckpointTest, ZeroTwoCheckpointsResumeUnderOtherLayouts) {
+  constexpr int kSteps = 4, kFirst = 2;
+  const Layout zero2{{.dp = 2}, 2};
+  std::unique_ptr<actor::Session> straight = NewSession(zero2, kTiny);
+  ASSERT_NE(straight, nullptr);
+  const std::vector<double> all = RunSteps(straight.get(), 0, kSteps);
+  ASSERT_EQ(all.size(), static_cast<size_t>(kSteps));
+  struct Leg {
+    std::string name;
+    Layout saver, loader;
+  };
+  for (const Leg& leg : {Leg{"zero2 dp2 -> one rank", zero2, Layout{}}, Leg{"one rank -> zero2 dp2", Layout{}, zero2}}) {
+    SCOPED_TRACE(leg.name);
+    std::unique_ptr<actor::Session> saver = NewSession(leg.saver, kTiny);
+    ASSERT_NE(saver, nullptr);
+    ASSERT_EQ(RunSteps(saver.get(), 0, kFirst).size(), static_cast<size_t>(kFirst));
+    const std::string dir = *root_ + "/zero2_" + std::to_string(leg.saver.zero_stage);
+    fs::remove_all(dir);
+    ASSERT_TRUE(SaveSession(*saver, Meta(kFirst - 1), dir).ok());
+    std::unique_ptr<actor::Session> loader = NewSession(leg.loader, kTiny);
+    ASSERT_NE(loader, nullptr);
+    ASSERT_TRUE(LoadSession(loader.get(), dir).ok());
+    ExpectBitIdentical(ReadAll(*saver), ReadAll(*loader), leg.name);
+    const std::vector<double> rest = RunSteps(loader.get(), kFirst, kSteps - kFirst);
+    ASSERT_EQ(rest.size(), static_cast<size_t>(kSteps - kFirst));
+    for (int i = 0; i < kSteps - kFirst; ++i) EXPECT_NEAR(rest[i], all[kFirst + i], 1e-5) << "step " << kFirst + i;
+  }
 }
 
 TEST_F(CheckpointTest, AnInterruptedSaveIsRejectedAndSkipped) {

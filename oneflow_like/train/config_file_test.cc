@@ -72,7 +72,7 @@ TEST(ConfigFileTest, ErrorsNameFileLineSectionAndField) {
   EXPECT_NE(Error("[data]\nsource = csv\n").find("[data] source: expected synthetic or text"), std::string::npos);
   EXPECT_NE(Error("[model]\nkind = gpt\n[optimizer]\nkind = sgd\n").find("x.cfg:4: [optimizer] kind"),
             std::string::npos);
-  EXPECT_NE(Error("[parallel]\nzero_stage = 3\n").find("[parallel] zero_stage: expected an integer in [0, 1]"),
+  EXPECT_NE(Error("[parallel]\nzero_stage = 3\n").find("[parallel] zero_stage: expected an integer in [0, 2]"),
             std::string::npos);
   EXPECT_NE(Error("[parallel]\nboxing = nccl\n").find("[parallel] boxing: expected p2p, collective or auto"),
             std::string::npos);

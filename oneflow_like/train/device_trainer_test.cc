@@ -314,20 +314,20 @@ TEST_F(DeviceTrainerTest, DataParallelOnDeviceMemoryThroughDeviceCollectives) {
   }
 }
 
-// Tensor parallelism and ZeRO-1 on device memory with collective boxing (tp2, dp2 x tp2, dp2 with
-// ZeRO-1): all-gathers and reduce-scatters of column blocks and reduce-scatter buckets (boxes cut
-// and pasted by the device), local slices and concats on the device; the losses equal the CPU
-// run's bit for bit.
+// Tensor parallelism and ZeRO on device memory with collective boxing (tp2, dp2 x tp2, dp2 with
+// ZeRO-1 and ZeRO-2): all-gathers and reduce-scatters of column blocks and reduce-scatter buckets
+// (boxes cut and pasted by the device), local slices and concats on the device, parameters stored
+// as device shards (ZeRO-2); the losses equal the CPU run's bit for bit.
 TEST_F(DeviceTrainerTest, TensorParallelOnDeviceMemory) {
   struct Layout {
     int dp, tp, zero;
   };
-  for (Layout l : {Layout{1, 2, 0}, Layout{2, 2, 0}, Layout{2, 1, 1}}) {
+  for (Layout l : {Layout{1, 2, 0}, Layout{2, 2, 0}, Layout{2, 1, 1}, Layout{2, 1, 2}}) {
     SCOPED_TRACE(absl::StrCat("dp", l.dp, " tp", l.tp, " zero", l.zero));
     TrainerOptions cpu = TinyGpt();
     cpu.layout.dp = l.dp;
     cpu.layout.tp = l.tp;
-    cpu.zero_stage = l.zero;  // ZeRO-1: reduce-scatter buckets, all-gathered parameters
+    cpu.zero_stage = l.zero;  // reduce-scatter buckets; all-gathered updates (1) or parameters (2)
     cpu.boxing = compiler::BoxingStyle::kCollective;
     const std::vector<double> want = Train(cpu, 3, registry_.get());
     ASSERT_EQ(want.size(), 3u);

@@ -54,7 +54,7 @@ struct TrainerOptions {
   int64_t batch = 0;              // samples per step; 0 = the workload's (256 rows / 8 sequences)
   int32_t micro_batches = 0;      // pipeline micro-batches per step (0 = 1)
   int32_t gradient_accumulation_steps = 0;  // 0 = 1
-  int32_t zero_stage = 0;         // 1 = ZeRO-1 optimizer-state sharding over dp
+  int32_t zero_stage = 0;         // 1 = ZeRO-1 optimizer-state sharding over dp; 2 = also sharded parameters
   bool reuse_memory = true;       // lifetime-based register sharing (compile.h's default)
   int32_t compute_streams = 1;    // 2: the gradients the optimizer reads on a second compute stream
   // Boxing as transfers + local adds (p2p), as collective calls (gloo), or per transition the

@@ -59,7 +59,9 @@ Parallel layout (world = dp x tp x pp ranks):
                          them (--profile tools/plan/profiles/h100.txt), running needs issue 14
   --micro_batches=N      pipeline micro-batches per step (batch is split into them)
   --grad_accum=N         gradient accumulation pieces per step
-  --zero_stage=0|1       ZeRO-1: shard optimizer state over dp
+  --zero_stage=0|1|2     1: shard optimizer state over dp (ZeRO-1); 2: also store the
+                         parameters sharded, all-gathered at their first forward use
+                         (FSDP's SHARD_GRAD_OP; docs/distributed.md, "Sharded parameters")
   --reuse_memory[=bool]  share register bytes by lifetime (on; --reuse_memory=false: naive)
   --compute_streams=1|2  2: the weight/bias gradients run on a second compute stream beside the
                          rest of backward (two GEMMs of a layer at once; their registers are
@@ -174,7 +176,7 @@ absl::StatusOr<TrainerFlags> ParseTrainerFlags(const std::vector<std::string>& a
        }},
       {"--micro_batches", integer32(&o.micro_batches, 0, 1 << 20)},
       {"--grad_accum", integer32(&o.gradient_accumulation_steps, 0, 1 << 20)},
-      {"--zero_stage", integer32(&o.zero_stage, 0, 1)},
+      {"--zero_stage", integer32(&o.zero_stage, 0, 2)},
       {"--boxing",
        [&](const std::string& flag, const std::string& v) -> absl::Status {
          if (v == "p2p") o.boxing = compiler::BoxingStyle::kPointToPoint;

@@ -18,6 +18,7 @@
 // kGptParameterTolerance: its key bias has a gradient that is exactly zero in real arithmetic,
 // i.e. pure rounding noise). Initial parameters must be bit-identical in every layout. A 0.1%
 // change of the learning rate fails these checks (tried once by hand).
+#include <algorithm>
 #include <cmath>
 #include <functional>
 #include <map>
@@ -51,6 +52,7 @@ struct Trace {
   int64_t reusable_bytes = 0;  // planned bytes of the non-persistent blocks, all ranks
   int ranks = 0;               // ranks with work in the plan
   int split_variables = 0;     // variables (parameters and optimizer state) split on some axis
+  int split_parameters = 0;    // of those, the trained parameters (`variables` of Train)
 };
 
 // Feeds piece `piece` of step `step` (whole logical tensors).
@@ -82,6 +84,8 @@ absl::StatusOr<Trace> Train(compiler::Graph graph, const OpRegistry* registry, c
     for (const SbpProto& sbp : binding.shard().nd_sbp().sbp()) {
       if (sbp.kind() == SbpProto::SPLIT) {
         ++trace.split_variables;
+        const bool parameter = std::find(variables.begin(), variables.end(), binding.tensor_name()) != variables.end();
+        trace.split_parameters += parameter ? 1 : 0;
         break;
       }
     }
@@ -392,8 +396,11 @@ void CheckGptLayout(const models::ParallelLayout& layout, int micro_batches = 0,
       TrainGpt(layout, GptTraining(micro_batches, zero_stage), /*reuse_memory=*/true, boxing, bucket_bytes);
   ASSERT_TRUE(got.ok()) << got.status();
   EXPECT_EQ(got->ranks, layout.world());
-  if (zero_stage == 1) {
+  if (zero_stage >= 1) {
     EXPECT_GT(got->split_variables, 0);
+  }
+  if (zero_stage == 2 && layout.tp == 1) {  // ZeRO-2 stores the parameters sharded
+    EXPECT_EQ(got->split_parameters, static_cast<int>(got->variables.size()));
   }
   ExpectSameTraining(*got, *want, kGptParameterTolerance);
 }
@@ -433,6 +440,14 @@ TEST(ParallelTrainingGptTest, CollectivesMatchOneDevice) {
   CheckGptLayout({1, 2, 1}, 0, 0, collective);
   CheckGptLayout({2, 1, 1}, 0, 1, collective);
   CheckGptLayout({2, 2, 1}, 0, 0, collective);
+}
+// ZeRO-2 (sharded parameters, gathered at their first use): data parallel and dp x tp with
+// point-to-point boxing, and with collectives in 4 KiB reduce-scatter buckets over 2
+// micro-batches (the gathers run once per step, REPEAT feeds each micro-batch).
+TEST(ParallelTrainingGptTest, ZeroStage2MatchesOneDevice) {
+  CheckGptLayout({2, 1, 1}, 0, 2);
+  CheckGptLayout({2, 2, 1}, 0, 2);
+  CheckGptLayout({2, 1, 1}, 2, 2, compiler::BoxingStyle::kCollective, 4 << 10);
 }
 // Gradient buckets of 4 KiB: the tiny GPT's gradients go in several calls, issued while
 // backward still runs (the default 4 MiB puts them all in one): all-reduce buckets (dp, and

@@ -160,7 +160,29 @@ absl::Status AddUpdate(Graph* graph, const Parameter& p, StepCounters* counters)
   return absl::OkStatus();
 }
 
+// ZeRO-2: the variable lives in `zero` (its update, pinned to `zero` by AddUpdate, needs no
+// boxing); each consumer on the parameter's placement without a pin of its own reads the
+// gathered layout (axis 0 B), so all of them share one all-gather per step (lowering caches a
+// value per layout) and compute as under plain data parallelism.
+void ShardParameter(Graph* graph, TensorId parameter, const NdSbp& zero) {
+  TensorNode* t = graph->mutable_tensor(parameter);
+  t->pinned_nd_sbp = zero;
+  const NdSbp gathered = ZeroGatheredLayout(zero);
+  const Placement placement = *t->placement;
+  for (const TensorUse& use : t->consumers) {
+    OpNode* op = graph->mutable_op(use.op);
+    if (!op->placement || !(*op->placement == placement)) continue;
+    op->pinned_input_nd_sbp.emplace(use.input_index, gathered);  // keeps a pin already there
+  }
+}
+
 }  // namespace
+
+NdSbp ZeroGatheredLayout(const NdSbp& zero) {
+  std::vector<Sbp> sbps;
+  for (int axis = 0; axis < zero.num_axes(); ++axis) sbps.push_back(axis == 0 ? Sbp::Broadcast() : zero[axis]);
+  return NdSbp(std::move(sbps));
+}
 
 absl::StatusOr<bool> OptimizerPass::Run(Graph* graph) {
   if (!graph->config().has_optimizer()) return false;
@@ -178,8 +200,15 @@ absl::StatusOr<bool> OptimizerPass::Run(Graph* graph) {
     Parameter p{t.id, t.name, *t.desc, *t.placement, grad, 0, std::nullopt};
     const OpId producer = graph->tensor(grad).producer;
     p.stage = producer.valid() ? graph->op(producer).stage : 0;
-    if (graph->config().zero_stage() == 1) p.zero_layout = ZeroShardedLayout(t);
+    const int zero_stage = graph->config().zero_stage();
+    if (zero_stage == 1 || zero_stage == 2) p.zero_layout = ZeroShardedLayout(t);
     parameters.push_back(std::move(p));
+  }
+  // ZeRO-2 pins before the optimizer ops exist: every consumer now is a forward or backward op.
+  if (graph->config().zero_stage() == 2) {
+    for (const Parameter& p : parameters) {
+      if (p.zero_layout) ShardParameter(graph, p.id, *p.zero_layout);
+    }
   }
   StepCounters counters;
   for (const Parameter& p : parameters) RETURN_IF_ERROR(AddUpdate(graph, p, &counters));

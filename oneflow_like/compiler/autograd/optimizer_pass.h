@@ -31,6 +31,19 @@
 // Example: w1 float32[128,256] on cpu:[0,1,2,3], unpinned -> Z = [S(0)]: each rank keeps
 // 32 rows of w1/adam_m and w1/adam_v. b float32[2] on the same 4 ranks -> no pins (2 < 4).
 //
+// ZeRO-2 (config.zero_stage() == 2; FSDP's SHARD_GRAD_OP, "sharded parameters" in
+// docs/distributed.md): as ZeRO-1, and the parameter variable itself is pinned to Z, so it is
+// stored sharded between steps and its update "<w>/new" (in Z) needs no all-gather after the
+// optimizer. Every consumer of the parameter on its placement (forward, backward, recompute
+// clones) whose input has no pin of its own is pinned to the gathered layout G = [B, rest...]
+// (ZeroGatheredLayout), the layout plain data parallelism computes with: the lowering then
+// all-gathers Z -> G once per step in front of the first consumer and every consumer reads that
+// one register (live from the first forward use to the last backward use). The next step's
+// all-gathers wait only for their own parameter's update, so they overlap the forward pass
+// layer by layer instead of ending the step. Parameters without Z (rule above) stay unsharded.
+// Example: w1 float32[128,256] on cpu:[0,1,2,3] is stored as 32-row shards; h = matmul(x, w1)
+// reads w1 as (B) through one all-gather, and so does the backward's dx = dh w1^T.
+//
 // Variables that already have an update are skipped, so running the pass twice changes
 // nothing. Inference jobs (no optimizer) are left alone. REQUIRES: an inferred graph.
 // Errors: InvalidArgument if a state variable's name is already used. Deterministic.
@@ -55,6 +68,10 @@ class OptimizerPass : public Pass {
 // The ZeRO-1 layout Z of the optimizer state of `parameter` (rule above), or nullopt when
 // the parameter is not sharded. REQUIRES: the parameter has a desc and a placement.
 std::optional<NdSbp> ZeroShardedLayout(const TensorNode& parameter);
+
+// ZeRO-2: the layout the consumers of a parameter stored in `zero` read: axis 0 Broadcast, the
+// other axes as in `zero`. Example: [S(0), S(1)] -> [B, S(1)].
+NdSbp ZeroGatheredLayout(const NdSbp& zero);
 
 }  // namespace compiler
 }  // namespace oneflow_like

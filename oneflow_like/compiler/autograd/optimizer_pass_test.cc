@@ -252,6 +252,46 @@ TEST(OptimizerPassTest, ZeroOneLayoutRule) {
   EXPECT_FALSE(ZeroShardedLayout(t).has_value()) << "one device: nothing to shard";
 }
 
+TEST(OptimizerPassTest, ZeroTwoPinsTheParameterAndGathersForItsConsumers) {
+  auto registry = BuiltinRegistry();
+  Graph g = ParseOrDie(testing::kMlpText, *registry);
+  g.mutable_config()->set_zero_stage(2);
+  ASSERT_TRUE(RunTrainingPasses(&g, true).ok());
+  const NdSbp s0({Sbp::Split(0)});
+  const NdSbp b({Sbp::Broadcast()});
+  for (const char* name : {"w1", "b1", "w2"}) {
+    SCOPED_TRACE(name);
+    const std::string p(name);
+    const TensorNode& w = g.tensor(g.FindTensor(p));
+    EXPECT_EQ(w.pinned_nd_sbp, s0);  // stored sharded
+    EXPECT_EQ(g.tensor(g.FindTensor(p + "/adam_m")).pinned_nd_sbp, s0);
+    int forward_or_backward = 0;
+    for (const TensorUse& use : w.consumers) {
+      const OpNode& op = g.op(use.op);
+      const bool optimizer = op.name == p + "/adam_update";
+      EXPECT_EQ(op.pinned_input_nd_sbp.at(use.input_index), optimizer ? s0 : b) << op.name;
+      forward_or_backward += optimizer ? 0 : 1;
+    }
+    EXPECT_GE(forward_or_backward, 1);
+  }
+  EXPECT_EQ(ZeroGatheredLayout(NdSbp({Sbp::Split(0), Sbp::Split(1)})), NdSbp({Sbp::Broadcast(), Sbp::Split(1)}));
+}
+
+TEST(OptimizerPassTest, ZeroTwoOnADataAndTensorParallelBlock) {
+  auto registry = BuiltinRegistry();
+  Graph g = ParseOrDie(testing::kGptBlockText, *registry);
+  g.mutable_config()->set_zero_stage(2);
+  ASSERT_TRUE(RunTrainingPasses(&g, true).ok());  // the verifier checks every pin against its shape
+  auto pin = [&](const std::string& p) { return g.tensor(g.FindTensor(p)).pinned_nd_sbp; };
+  EXPECT_EQ(pin("w_qkv"), NdSbp({Sbp::Split(0), Sbp::Split(1)}));  // keeps its tensor-parallel axis 1
+  EXPECT_EQ(pin("ln1_g"), NdSbp({Sbp::Split(0), Sbp::Broadcast()}));
+  EXPECT_EQ(pin("w_head"), std::nullopt);  // frozen: no update, not sharded
+  const OpNode& qkv = g.op(g.FindOp("qkv"));
+  EXPECT_EQ(qkv.pinned_input_nd_sbp.at(1), NdSbp({Sbp::Broadcast(), Sbp::Split(1)}));
+  const OpNode& fc = g.op(g.FindOp("fc"));  // the user's own pin stays
+  EXPECT_EQ(fc.pinned_input_nd_sbp.at(1), NdSbp({Sbp::Broadcast(), Sbp::Split(1)}));
+}
+
 TEST(OptimizerPassTest, SecondRunAndInferenceJobsChangeNothing) {
   auto registry = BuiltinRegistry();
   Graph g = CompileTraining(testing::kMlpText, *registry, true).training;

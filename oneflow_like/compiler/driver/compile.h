@@ -4,7 +4,7 @@
 //     -> stage_balance  with config.stage_placements: stages by cost      (pipeline/stage_balance_pass.h)
 //     -> infer_shapes   shapes, dtypes, placements, pinned-SBP checks       (infer_pass.h)
 //     -> autograd       backward ops, loss scaling, recompute clones       (autograd/autograd_pass.h)
-//     -> optimizer      update ops, state variables, ZeRO-1 pins           (autograd/optimizer_pass.h)
+//     -> optimizer      update ops, state variables, ZeRO-1/2 pins         (autograd/optimizer_pass.h)
 //     -> infer_shapes   (again, for what the two passes added)
 //     -> sbp_selection  an NdSbp signature per op, with costed candidates  (sbp/sbp_pass.h)
 //     -> lower          boxing, pipeline, tasks, registers, memory         (lower/lower.h)

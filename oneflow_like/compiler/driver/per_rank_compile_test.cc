@@ -82,10 +82,13 @@ INSTANTIATE_TEST_SUITE_P(
         Case{"dp2_tp2_zero1_buckets", {.dp = 2, .tp = 2}, 2, 1, false, BoxingStyle::kCollective},
         Case{"dp2_tp2_pp2_zero1_recompute", {.dp = 2, .tp = 2, .pp = 2}, 4, 1, true},
         Case{"dp2_tp2_pp2_zero1_buckets", {.dp = 2, .tp = 2, .pp = 2}, 4, 1, false, BoxingStyle::kCollective},
+        Case{"dp2_tp2_pp2_zero2_recompute", {.dp = 2, .tp = 2, .pp = 2}, 4, 2, true},
+        Case{"dp4_zero2_buckets", {.dp = 4}, 2, 2, false, BoxingStyle::kCollective},
         Case{"dp2_tp2_pp2_auto", {.dp = 2, .tp = 2, .pp = 2}, 2, 0, true, BoxingStyle::kAuto},
         // Uneven: 5 sequences over 3 data-parallel ranks, 3 layers over 2 stages.
         Case{"dp3_pp2_uneven", {.dp = 3, .pp = 2}, 1, 1, false, BoxingStyle::kPointToPoint, 3, 5},
         Case{"dp3_pp2_uneven_buckets", {.dp = 3, .pp = 2}, 1, 1, false, BoxingStyle::kCollective, 3, 5},
+        Case{"dp3_pp2_uneven_zero2", {.dp = 3, .pp = 2}, 1, 2, false, BoxingStyle::kPointToPoint, 3, 5},
         Case{"dp2_tp2_pp2_two_compute_streams", {.dp = 2, .tp = 2, .pp = 2}, 2, 1, false, BoxingStyle::kPointToPoint, 2, 0,
              2}),
     Name);

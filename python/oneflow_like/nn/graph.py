@@ -46,7 +46,9 @@ class GraphConfig:
         self.gradient_accumulation_steps = int(n)
 
     def enable_zero(self, mode=True, stage=1):
-        """ZeRO-1: optimizer state sharded over the data-parallel axis."""
+        """ZeRO-1 (stage=1): optimizer state sharded over the data-parallel axis;
+        stage=2: also the parameters stored sharded, all-gathered at their first use
+        (FSDP's SHARD_GRAD_OP)."""
         self.zero_stage = int(stage) if mode else 0
 
     def enable_recompute(self, mode=True):
