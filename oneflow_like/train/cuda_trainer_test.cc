@@ -1,8 +1,8 @@
 // `--device=cuda` training on a real GPU (actor/cuda/cuda_backend.h) against the CPU run of the
 // same job: losses within a float32 tolerance (the CUDA kernels sum in other orders), with
-// micro-batches (ACCUMULATE on the device), two ranks sharing the GPU (dp2 and pp2: transfers
-// staged through the host, boxing on the GPU) and a checkpoint saved on the GPU and loaded on
-// the CPU. Skips, naming CUDA's reason, where no GPU is visible (built manual, run by
+// micro-batches (ACCUMULATE on the device), two compute streams (events between them), two
+// ranks sharing the GPU (dp2 and pp2: transfers staged through the host, boxing on the GPU) and
+// a checkpoint saved on the GPU and loaded on the CPU. Skips, naming CUDA's reason, where no GPU is visible (built manual, run by
 // tools/gpu/run_checks.sh on a GPU machine).
 #include <cmath>
 #include <filesystem>
@@ -65,6 +65,16 @@ TEST_F(CudaTrainerTest, MicroBatchesMatchTheCpuRun) {
   const std::vector<double> cpu = Train(SmallGpt(2), false, 4);
   ASSERT_EQ(cpu.size(), 4u);
   ExpectClose(Train(SmallGpt(2), true, 4), cpu);
+}
+
+// Two compute streams (the weight gradients on the second): registers cross the streams at
+// enqueue with CUDA events (cudaEventRecord / cudaStreamWaitEvent, actor/stream_ordered.h).
+TEST_F(CudaTrainerTest, TwoComputeStreamsMatchTheCpuRun) {
+  TrainerOptions o = SmallGpt(2);
+  o.compute_streams = 2;
+  const std::vector<double> cpu = Train(o, false, 4);
+  ASSERT_EQ(cpu.size(), 4u);
+  ExpectClose(Train(o, true, 4), cpu);
 }
 
 // Two ranks on the one GPU (in process), point-to-point boxing: gradients cross ranks as
