@@ -8,6 +8,7 @@
 
 namespace oneflow_like {
 namespace actor {
+
 void Actor::SetStreamOrdered(const StreamHandOffs& h) {
   stream_ordered_ = true;
   for (size_t i = 0; i < spec_.inputs.size(); ++i) {
@@ -30,10 +31,11 @@ void Actor::SetStreamOrdered(const StreamHandOffs& h) {
 
 // Before the act is enqueued: its stream waits for the producers' events of the buffers it reads
 // (written on other streams) and for the events of the consumers on other streams that read the
-// buffers it is about to overwrite.
-// An event slot is written only by its owner while it holds the buffer (RecordStreamEvents) and
-// read by the other actor only after the message that handed the buffer over, so the slots need
-// no lock. A slot still empty was never recorded: nothing to wait for.
+// buffers it is about to overwrite. A wait is for the record as of the call, so the owner may
+// record the slot again once it has the buffer back. An event slot is written only by its owner
+// while it holds the buffer (RecordStreamEvents) and read by the other actor only after the
+// message that handed the buffer over, so the slots need no lock. A slot still empty was never
+// recorded: nothing to wait for.
 absl::Status Actor::WaitForStreamEvents() {
   for (const InputPort& in : spec_.inputs) {
     if (in.wait_events == nullptr) continue;
