@@ -565,7 +565,12 @@ class NcclCommunicator final : public Communicator {
       InFlight& f = inflight_.front();
       if (f.event != nullptr) {
         const cudaError_t e = cudaEventQuery(f.event);
-        if (e == cudaErrorNotReady) return absl::OkStatus();
+        if (e == cudaErrorNotReady) {
+          // Not an error, but the runtime keeps it as this thread's last error; the done
+          // callbacks run on this thread and may launch kernels whose launch check reads it.
+          (void)cudaGetLastError();
+          return absl::OkStatus();
+        }
         if (e != cudaSuccess) return CudaStatus(e, f.name, "cudaEventQuery");
         free_events_.push_back(f.event);
         f.event = nullptr;

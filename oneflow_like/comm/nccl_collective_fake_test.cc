@@ -71,6 +71,50 @@ TEST(NcclCollectiveFake, AnAsynchronousNcclErrorFailsTheCallInsteadOfAHang) {
   cudaFree(x);
 }
 
+// The worker polls cudaEventQuery while a call is in flight; its cudaErrorNotReady stays as the
+// thread's last error (the fake keeps one per thread as CUDA does). The done callbacks run on the
+// worker thread and may launch kernels (the actor's collective body copies boxes), whose launch
+// check reads cudaGetLastError: it must not find a stale "device not ready" there.
+TEST(NcclCollectiveFake, DoneCallbacksFindNoStaleErrorFromTheWorkersPolling) {
+  InMemoryStore store;
+  NcclOptions options;
+  options.poll_interval_ms = 1;
+  void* y = nullptr;
+  std::thread late([&] {
+    NcclOptions mine = options;
+    mine.device = 1;
+    auto backend = CreateNcclBackend(&store, 1, 2, mine);
+    ASSERT_TRUE(backend.ok()) << backend.status();
+    auto comm = (*backend)->Connect({0, 1}, "stale");
+    ASSERT_TRUE(comm.ok()) << comm.status();
+    void* x = nullptr;
+    ASSERT_EQ(cudaMalloc(&x, 64), cudaSuccess);
+    for (int i = 0; i < 2; ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));  // member 0 polls meanwhile
+      EXPECT_TRUE(WaitFor([&](CollectiveDone d) { (*comm)->AllReduce(x, x, 16, DataType::kFloat32, d); }).ok());
+    }
+    cudaFree(x);
+  });
+  auto backend = CreateNcclBackend(&store, 0, 2, options);
+  ASSERT_TRUE(backend.ok()) << backend.status();
+  auto comm = (*backend)->Connect({0, 1}, "stale");
+  ASSERT_TRUE(comm.ok()) << comm.status();
+  ASSERT_EQ(cudaMalloc(&y, 64), cudaSuccess);
+  for (int i = 0; i < 2; ++i) {
+    std::promise<std::pair<absl::Status, cudaError_t>> result;
+    (*comm)->AllReduce(y, y, 16, DataType::kFloat32, [&](const absl::Status& s) {
+      result.set_value({s, cudaGetLastError()});  // what a kernel launch check here would read
+    });
+    const auto [status, last] = result.get_future().get();
+    EXPECT_TRUE(status.ok()) << status;
+    EXPECT_EQ(last, cudaSuccess) << "call " << i << ": the callback's thread has a stale last error "
+                                 << cudaGetErrorName(last);
+  }
+  comm->reset();
+  late.join();
+  cudaFree(y);
+}
+
 }  // namespace
 }  // namespace comm
 }  // namespace oneflow_like

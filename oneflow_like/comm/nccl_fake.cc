@@ -6,6 +6,8 @@
 //     it and its device; any other pointer is unregistered host memory);
 //   - a stream is a thread running its tasks in order (kernels, copies, event records, event
 //     waits, host functions); events complete when the stream reaches them;
+//   - each host thread has a last error like the runtime's: a failing call (cudaEventQuery's
+//     cudaErrorNotReady too) leaves it, cudaGetLastError returns and clears it;
 //   - communicators with the same unique id form a world; each collective step waits on the
 //     stream for every member's matching step (members' steps are numbered in issue order),
 //     computes its result from the members' buffers, and writes it once all have read (so in
@@ -44,6 +46,15 @@ namespace {
 
 constexpr int kDevices = 4;
 thread_local int t_device = 0;
+// The thread's last error, as the CUDA runtime keeps it: a call that fails (cudaEventQuery's
+// cudaErrorNotReady included) leaves its error here; cudaGetLastError returns and clears it,
+// cudaPeekAtLastError only returns it.
+thread_local cudaError_t t_last_error = cudaSuccess;
+
+cudaError_t SetLast(cudaError_t e) {
+  if (e != cudaSuccess) t_last_error = e;
+  return e;
+}
 
 // --- memory ---
 
@@ -366,7 +377,13 @@ const char* CUDARTAPI cudaGetErrorString(cudaError_t error) {
   return error == cudaSuccess ? "no error" : "error (nccl_fake)";
 }
 
-cudaError_t CUDARTAPI cudaGetLastError(void) { return cudaSuccess; }
+cudaError_t CUDARTAPI cudaGetLastError(void) {
+  const cudaError_t e = t_last_error;
+  t_last_error = cudaSuccess;
+  return e;
+}
+
+cudaError_t CUDARTAPI cudaPeekAtLastError(void) { return t_last_error; }
 
 cudaError_t CUDARTAPI cudaGetDeviceCount(int* count) {
   *count = kDevices;
@@ -374,7 +391,7 @@ cudaError_t CUDARTAPI cudaGetDeviceCount(int* count) {
 }
 
 cudaError_t CUDARTAPI cudaSetDevice(int device) {
-  if (device < 0 || device >= kDevices) return cudaErrorInvalidDevice;
+  if (device < 0 || device >= kDevices) return SetLast(cudaErrorInvalidDevice);
   t_device = device;
   return cudaSuccess;
 }
@@ -395,7 +412,7 @@ cudaError_t CUDARTAPI cudaFree(void* ptr) {
   if (ptr == nullptr) return cudaSuccess;
   {
     std::lock_guard<std::mutex> lock(g_alloc_mu);
-    if (g_allocations.erase(reinterpret_cast<uintptr_t>(ptr)) == 0) return cudaErrorInvalidValue;
+    if (g_allocations.erase(reinterpret_cast<uintptr_t>(ptr)) == 0) return SetLast(cudaErrorInvalidValue);
   }
   std::free(ptr);
   return cudaSuccess;
@@ -476,15 +493,15 @@ cudaError_t CUDARTAPI cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t event
   return cudaSuccess;
 }
 
-cudaError_t CUDARTAPI cudaEventQuery(cudaEvent_t event) {
-  return event->state->completed.load() >= event->state->recorded.load() ? cudaSuccess : cudaErrorNotReady;
+cudaError_t CUDARTAPI cudaEventQuery(cudaEvent_t event) {  // NotReady stays as the last error, as in CUDA
+  return event->state->completed.load() >= event->state->recorded.load() ? cudaSuccess : SetLast(cudaErrorNotReady);
 }
 
 // Waits until the work recorded before the latest cudaEventRecord ran (polls: a fake).
 cudaError_t CUDARTAPI cudaEventSynchronize(cudaEvent_t event) {
   const uint64_t mark = event->state->recorded.load();
   while (event->state->completed.load() < mark) std::this_thread::sleep_for(std::chrono::microseconds(20));
-  return static_cast<cudaError_t>(g_event_sync_error.load());
+  return SetLast(static_cast<cudaError_t>(g_event_sync_error.load()));
 }
 
 cudaError_t CUDARTAPI cudaLaunchHostFunc(cudaStream_t stream, cudaHostFn_t fn, void* data) {

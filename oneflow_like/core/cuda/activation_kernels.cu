@@ -96,6 +96,7 @@ __global__ void GeluGradKernel(bool exact, const T* dy, const T* x, T* dx, int64
 template <typename T>
 absl::Status Relu(const T* x, T* y, int64_t n, cudaStream_t stream) {
   if (n == 0) return absl::OkStatus();
+  ClearLastError();
   ReluKernel<T><<<GridFor(n), kThreads, 0, stream>>>(x, y, n);
   return CudaLaunchStatus("relu");
 }
@@ -103,6 +104,7 @@ absl::Status Relu(const T* x, T* y, int64_t n, cudaStream_t stream) {
 template <typename T>
 absl::Status ReluGrad(const T* dy, const T* y, T* dx, int64_t n, cudaStream_t stream) {
   if (n == 0) return absl::OkStatus();
+  ClearLastError();
   ReluGradKernel<T><<<GridFor(n), kThreads, 0, stream>>>(dy, y, dx, n);
   return CudaLaunchStatus("relu_grad");
 }
@@ -110,6 +112,7 @@ absl::Status ReluGrad(const T* dy, const T* y, T* dx, int64_t n, cudaStream_t st
 template <typename T>
 absl::Status Gelu(GeluApproximation approximation, const T* x, T* y, int64_t n, cudaStream_t stream) {
   if (n == 0) return absl::OkStatus();
+  ClearLastError();
   GeluKernel<T><<<GridFor(n), kThreads, 0, stream>>>(approximation == GeluApproximation::kExact, x, y, n);
   return CudaLaunchStatus("gelu");
 }
@@ -118,6 +121,7 @@ template <typename T>
 absl::Status GeluGrad(GeluApproximation approximation, const T* dy, const T* x, T* dx, int64_t n,
                       cudaStream_t stream) {
   if (n == 0) return absl::OkStatus();
+  ClearLastError();
   GeluGradKernel<T><<<GridFor(n), kThreads, 0, stream>>>(approximation == GeluApproximation::kExact, dy, x, dx, n);
   return CudaLaunchStatus("gelu_grad");
 }

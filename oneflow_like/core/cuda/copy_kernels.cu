@@ -47,6 +47,7 @@ std::string Dims(const std::vector<int64_t>& d) { return absl::StrCat("[", absl:
 
 template <typename W>
 void Launch(void* dst, const void* src, const PairNest& nest, int64_t n, cudaStream_t stream) {
+  ClearLastError();
   CopyKernel<W><<<GridFor(n), kThreads, 0, stream>>>(static_cast<W*>(dst), static_cast<const W*>(src), nest, n);
 }
 

@@ -27,6 +27,8 @@ absl::Status CudaStatus(cudaError_t error, absl::string_view call) {
   }
 }
 
+void ClearLastError() { (void)cudaGetLastError(); }
+
 absl::Status CudaLaunchStatus(absl::string_view kernel) {
   return CudaStatus(cudaGetLastError(), absl::StrCat("launch of ", kernel));
 }

@@ -58,8 +58,10 @@ __global__ void BroadcastKernel(const T* a, const T* b, T* y, int64_t n, PairNes
 template <BinaryOp kOp, typename T>
 void Launch(const T* a, const T* b, T* y, int64_t n, const PairNest& nest, cudaStream_t stream) {
   if (nest.Flat()) {
+    ClearLastError();
     SameShapeKernel<kOp, T><<<GridFor(n), kThreads, 0, stream>>>(a, b, y, n);
   } else {
+    ClearLastError();
     BroadcastKernel<kOp, T><<<GridFor(n), kThreads, 0, stream>>>(a, b, y, n, nest);
   }
 }
@@ -125,6 +127,7 @@ absl::Status BroadcastBinary(BinaryOp op, const T* a, const std::vector<int64_t>
 template <typename T>
 absl::Status ScalarApply(ScalarOp op, const T* x, double value, T* y, int64_t n, cudaStream_t stream) {
   if (n == 0) return absl::OkStatus();
+  ClearLastError();
   ScalarKernel<T><<<GridFor(n), kThreads, 0, stream>>>(op, x, static_cast<T>(value), y, n);
   return CudaLaunchStatus("scalar_apply");
 }
@@ -142,6 +145,7 @@ absl::Status BiasAdd(const T* x, const std::vector<int64_t>& x_dims, int axis, c
   if (n == 0) return absl::OkStatus();
   int64_t inner = 1;
   for (int a = axis + 1; a < rank; ++a) inner *= x_dims[a];
+  ClearLastError();
   BiasAddKernel<T><<<GridFor(n), kThreads, 0, stream>>>(x, bias, y, n, x_dims[axis], inner);
   return CudaLaunchStatus("bias_add");
 }

@@ -41,6 +41,7 @@ absl::Status Embedding(const T* table, int64_t table_rows, int64_t dim, int64_t 
                        T* y, cudaStream_t stream) {
   const int64_t total = n * dim;
   if (total == 0) return absl::OkStatus();
+  ClearLastError();
   LookupKernel<T, I><<<GridFor(total), kThreads, 0, stream>>>(table, table_rows, dim, row_begin, ids, total, y);
   return CudaLaunchStatus("embedding");
 }
@@ -50,9 +51,11 @@ absl::Status EmbeddingGrad(const T* dy, const I* ids, int64_t n, int64_t dim, in
                            T* dtable, cudaStream_t stream) {
   const int64_t table_count = table_rows * dim, total = n * dim;
   if (table_count == 0) return absl::OkStatus();
+  ClearLastError();
   ZeroKernel<T><<<GridFor(table_count), kThreads, 0, stream>>>(dtable, table_count);
   if (absl::Status s = CudaLaunchStatus("embedding_grad zero"); !s.ok()) return s;
   if (total == 0) return absl::OkStatus();
+  ClearLastError();
   ScatterAddKernel<T, I><<<GridFor(total), kThreads, 0, stream>>>(dy, ids, total, dim, row_begin, table_rows, dtable);
   return CudaLaunchStatus("embedding_grad scatter");
 }

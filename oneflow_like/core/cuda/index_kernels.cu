@@ -25,8 +25,10 @@ absl::StatusOr<int64_t> FindIndexOutOfRange(const I* ids, int64_t n, int64_t lim
                                             cudaStream_t stream) {
   if (n == 0) return int64_t{-1};
   auto* result = reinterpret_cast<unsigned long long*>(scratch);
+  ClearLastError();
   InitKernel<<<1, 1, 0, stream>>>(result, n);
   if (absl::Status s = CudaLaunchStatus("index check init"); !s.ok()) return s;
+  ClearLastError();
   ScanKernel<I><<<internal::GridFor(n), internal::kThreads, 0, stream>>>(ids, n, limit, result);
   if (absl::Status s = CudaLaunchStatus("index check"); !s.ok()) return s;
   int64_t host = 0;

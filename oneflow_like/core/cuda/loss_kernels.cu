@@ -77,10 +77,12 @@ absl::Status SparseSoftmaxCrossEntropy(const T* logits, const I* labels, int64_t
                                        int64_t logical_count, T* loss, void* workspace, cudaStream_t stream) {
   T* row_loss = static_cast<T*>(workspace);
   if (rows > 0 && classes > 0) {
+    ClearLastError();
     RowLossKernel<T, I><<<RowBlocks(rows), internal::RowThreads(classes), 0, stream>>>(logits, labels, rows, classes,
                                                                                        row_loss);
     if (absl::Status s = CudaLaunchStatus("sparse_softmax_cross_entropy rows"); !s.ok()) return s;
   }
+  ClearLastError();
   SumLossKernel<T><<<1, 1024, 0, stream>>>(row_loss, classes > 0 ? rows : 0, logical_count, loss);
   return CudaLaunchStatus("sparse_softmax_cross_entropy sum");
 }
@@ -89,6 +91,7 @@ template <typename T, typename I>
 absl::Status SparseSoftmaxCrossEntropyGrad(const T* logits, const I* labels, const T* dloss, int64_t rows,
                                            int64_t classes, int64_t logical_count, T* dlogits, cudaStream_t stream) {
   if (rows == 0 || classes == 0) return absl::OkStatus();
+  ClearLastError();
   GradKernel<T, I><<<RowBlocks(rows), internal::RowThreads(classes), 0, stream>>>(logits, labels, dloss, rows, classes,
                                                                                   logical_count, dlogits);
   return CudaLaunchStatus("sparse_softmax_cross_entropy_grad");

@@ -36,6 +36,7 @@ absl::Status Cast(DataType from, const void* x, DataType to, void* y, int64_t n,
     ok = DispatchDtype(to, [&](auto d) {
       using Dst = decltype(d);
       if (n > 0) {
+        ClearLastError();
         CastKernel<Src, Dst><<<GridFor(n), kThreads, 0, stream>>>(static_cast<const Src*>(x), static_cast<Dst*>(y), n);
       }
     });
@@ -44,15 +45,20 @@ absl::Status Cast(DataType from, const void* x, DataType to, void* y, int64_t n,
     return absl::InvalidArgumentError(
         absl::StrCat("cuda Cast: cannot cast ", DataTypeName(from), " to ", DataTypeName(to)));
   }
+  if (n == 0) return absl::OkStatus();  // nothing launched: no launch status to read
   return CudaLaunchStatus("cast");
 }
 
 absl::Status Fill(DataType dtype, double value, void* y, int64_t n, cudaStream_t stream) {
   const bool known = DispatchDtype(dtype, [&](auto t) {
     using T = decltype(t);
-    if (n > 0) FillKernel<T><<<GridFor(n), kThreads, 0, stream>>>(value, static_cast<T*>(y), n);
+    if (n > 0) {
+      ClearLastError();
+      FillKernel<T><<<GridFor(n), kThreads, 0, stream>>>(value, static_cast<T*>(y), n);
+    }
   });
   if (!known) return absl::InvalidArgumentError(absl::StrCat("cuda Fill: invalid dtype ", DataTypeName(dtype)));
+  if (n == 0) return absl::OkStatus();  // nothing launched
   return CudaLaunchStatus("fill");
 }
 

@@ -100,6 +100,7 @@ template <typename T>
 absl::Status LayerNorm(const T* x, const T* gamma, const T* beta, double epsilon, int64_t rows, int64_t d, T* y,
                        T* mean, T* inv_std, cudaStream_t stream) {
   if (rows == 0) return absl::OkStatus();
+  ClearLastError();
   LayerNormKernel<T><<<RowBlocks(rows), internal::RowThreads(d), 0, stream>>>(x, gamma, beta, static_cast<T>(epsilon),
                                                                               rows, d, y, mean, inv_std);
   return CudaLaunchStatus("layer_norm");
@@ -110,11 +111,13 @@ absl::Status LayerNormGrad(const T* dy, const T* x, const T* mean, const T* inv_
                            int64_t d, T* dx, T* dgamma, T* dbeta, cudaStream_t stream) {
   if (d == 0) return absl::OkStatus();
   if (rows > 0) {
+    ClearLastError();
     LayerNormGradDxKernel<T><<<RowBlocks(rows), internal::RowThreads(d), 0, stream>>>(dy, x, mean, inv_std, gamma,
                                                                                       rows, d, dx);
     if (absl::Status s = CudaLaunchStatus("layer_norm_grad dx"); !s.ok()) return s;
   }
   const unsigned tiles = static_cast<unsigned>((d + kTileCols - 1) / kTileCols);
+  ClearLastError();
   LayerNormGradParamKernel<T><<<tiles, dim3(kTileCols, kTileRows), 0, stream>>>(dy, x, mean, inv_std, rows, d,
                                                                                dgamma, dbeta);
   return CudaLaunchStatus("layer_norm_grad dgamma/dbeta");

@@ -85,6 +85,7 @@ template <typename T>
 absl::Status SgdPlainUpdate(const T* param, const T* grad, int64_t n, const SgdOptions& options, T* param_out,
                             cudaStream_t stream) {
   if (n == 0) return absl::OkStatus();
+  ClearLastError();
   SgdPlainKernel<T><<<GridFor(n), kThreads, 0, stream>>>(param, grad, param_out, static_cast<T>(options.lr),
                                                          static_cast<T>(options.weight_decay), n);
   return CudaLaunchStatus("sgd_plain_update");
@@ -97,12 +98,15 @@ absl::Status SgdUpdate(const T* param, const T* grad, const T* buf, int64_t n, c
   const T lr = static_cast<T>(options.lr), momentum = static_cast<T>(options.momentum);
   const T wd = static_cast<T>(options.weight_decay);
   if (momentum == T(0)) {
+    ClearLastError();
     SgdPlainKernel<T><<<GridFor(n), kThreads, 0, stream>>>(param, grad, param_out, lr, wd, n);
     if (absl::Status s = CudaLaunchStatus("sgd_update (momentum 0)"); !s.ok()) return s;
     if (buf_out == buf) return absl::OkStatus();
+    ClearLastError();
     ZeroKernel<T><<<GridFor(n), kThreads, 0, stream>>>(buf_out, n);
     return CudaLaunchStatus("sgd_update (zero buffer)");
   }
+  ClearLastError();
   SgdMomentumKernel<T><<<GridFor(n), kThreads, 0, stream>>>(param, grad, buf, param_out, buf_out, lr, momentum, wd, n);
   return CudaLaunchStatus("sgd_update");
 }
@@ -111,12 +115,14 @@ template <typename T, typename I>
 absl::Status AdamUpdate(const T* param, const T* grad, const T* m, const T* v, const I* step, int64_t n,
                         const AdamOptions& options, T* param_out, T* m_out, T* v_out, cudaStream_t stream) {
   if (n == 0) return absl::OkStatus();
+  ClearLastError();
   AdamKernel<T, I><<<GridFor(n), kThreads, 0, stream>>>(param, grad, m, v, step, options, param_out, m_out, v_out, n);
   return CudaLaunchStatus("adam_update");
 }
 
 template <typename I>
 absl::Status StepIncrement(const I* step, I* step_out, cudaStream_t stream) {
+  ClearLastError();
   StepIncrementKernel<I><<<1, 1, 0, stream>>>(step, step_out);
   return CudaLaunchStatus("step_increment");
 }

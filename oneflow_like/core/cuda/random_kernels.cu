@@ -144,6 +144,7 @@ absl::Status RandomUniform(DataType dtype, const ShardPosition& shard, uint64_t 
                            void* y, cudaStream_t stream) {
   return Generate("random_uniform", dtype, shard, [&](auto t, const LogicalMap& map, int64_t n) {
     using T = decltype(t);
+    ClearLastError();
     UniformKernel<T><<<GridFor(n), kThreads, 0, stream>>>(map, seed, low, high, static_cast<T*>(y), n);
   });
 }
@@ -152,6 +153,7 @@ absl::Status RandomNormal(DataType dtype, const ShardPosition& shard, uint64_t s
                           void* y, cudaStream_t stream) {
   return Generate("random_normal", dtype, shard, [&](auto t, const LogicalMap& map, int64_t n) {
     using T = decltype(t);
+    ClearLastError();
     NormalKernel<T><<<GridFor(n), kThreads, 0, stream>>>(map, seed, mean, stddev, static_cast<T*>(y), n);
   });
 }
@@ -165,6 +167,7 @@ absl::Status Dropout(const T* x, const ShardPosition& shard, double p, uint64_t 
   int64_t n = 0;
   if (absl::Status s = MakeMap(shard, &map, &n); !s.ok()) return s;
   if (n == 0) return absl::OkStatus();
+  ClearLastError();
   DropoutKernel<T><<<GridFor(n), kThreads, 0, stream>>>(map, seed, p, static_cast<T>(1.0 / (1.0 - p)), x, y, n);
   return CudaLaunchStatus("dropout");
 }

@@ -87,6 +87,7 @@ absl::Status Reduce(const T* x, const std::vector<int64_t>& x_dims, const std::v
   }
   if (y_count == 0) return absl::OkStatus();
   if (x_count == 0) {
+    ClearLastError();
     FillKernel<T><<<GridFor(y_count), kThreads, 0, stream>>>(y, y_count);
     return CudaLaunchStatus("reduce (empty x)");
   }
@@ -116,9 +117,11 @@ absl::Status Reduce(const T* x, const std::vector<int64_t>& x_dims, const std::v
   const bool inner_reduced = !dims.empty() && red.back();
   if (inner_reduced) {
     const int threads = red_space.count >= kThreads ? kThreads : internal::RowThreads(red_space.count);
+    ClearLastError();
     RowsKernel<T><<<internal::RowBlocks(kept_space.count), threads, 0, stream>>>(x, kept_space, red_space, scale, y);
     return CudaLaunchStatus("reduce rows");
   }
+  ClearLastError();
   ColumnsKernel<T><<<GridFor(kept_space.count), kThreads, 0, stream>>>(x, kept_space, red_space, scale, y);
   return CudaLaunchStatus("reduce columns");
 }

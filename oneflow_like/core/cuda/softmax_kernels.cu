@@ -102,6 +102,7 @@ absl::Status Softmax(const T* x, const std::vector<int64_t>& dims, const Softmax
   Rows rows;
   if (absl::Status s = MakeRows(dims, options, &rows); !s.ok()) return s;
   if (rows.count == 0 || rows.cols == 0) return absl::OkStatus();
+  ClearLastError();
   SoftmaxKernel<T><<<RowBlocks(rows.count), internal::RowThreads(rows.cols), 0, stream>>>(x, rows, options.log, y);
   return CudaLaunchStatus(options.log ? "log_softmax" : "softmax");
 }
@@ -112,6 +113,7 @@ absl::Status SoftmaxGrad(const T* y, const T* dy, const std::vector<int64_t>& di
   Rows rows;
   if (absl::Status s = MakeRows(dims, options, &rows); !s.ok()) return s;
   if (rows.count == 0 || rows.cols == 0) return absl::OkStatus();
+  ClearLastError();
   SoftmaxGradKernel<T><<<RowBlocks(rows.count), internal::RowThreads(rows.cols), 0, stream>>>(y, dy, rows,
                                                                                             options.log, dx);
   return CudaLaunchStatus(options.log ? "log_softmax_grad" : "softmax_grad");
