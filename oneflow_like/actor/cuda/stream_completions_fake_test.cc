@@ -144,6 +144,7 @@ TEST_F(StreamCompletionsTest, AnEventOrdersAnotherStreamsLaterWorkAfterTheRecord
   EXPECT_TRUE(unordered.load()) << "a wait for an event never recorded held the stream";
   EXPECT_FALSE(ordered.load()) << "the other stream ran past its wait before the recorded point";
   EXPECT_FALSE((*event)->Query());
+  EXPECT_EQ(cudaGetLastError(), cudaSuccess) << "Query left NotReady as the thread's last error";
   gate.set_value();
   for (int i = 0; i < 1000 && !ordered.load(); ++i) std::this_thread::sleep_for(milliseconds(1));
   EXPECT_TRUE(ordered.load()) << "the wait took the later record";

@@ -26,7 +26,13 @@ absl::Status CudaEvent::StreamWait(cudaStream_t stream) const {
   return cuda::CudaStatus(cudaStreamWaitEvent(stream, event_, 0), "cudaStreamWaitEvent");
 }
 
-bool CudaEvent::Query() const { return cudaEventQuery(event_) != cudaErrorNotReady; }
+bool CudaEvent::Query() const {
+  if (cudaEventQuery(event_) != cudaErrorNotReady) return true;
+  // NotReady is left as the thread's last error; cleared, so that the next launch's
+  // cudaGetLastError check on this thread does not report it as a failure.
+  (void)cudaGetLastError();
+  return false;
+}
 
 absl::Status CudaEvent::Synchronize() {
   return cuda::CudaStatus(cudaEventSynchronize(event_), "cudaEventSynchronize");

@@ -37,7 +37,9 @@ class CudaEvent final : public Event {
 
   absl::Status Record(cudaStream_t stream);
   absl::Status StreamWait(cudaStream_t stream) const;
-  bool Query() const override;             // cudaEventQuery != cudaErrorNotReady (an error: true)
+  // cudaEventQuery != cudaErrorNotReady (an error: true); clears NotReady from the thread's
+  // last error (cudaGetLastError), as a launch check after it would take it for a failure.
+  bool Query() const override;
   absl::Status Synchronize() override;     // cudaEventSynchronize's status
   bool recorded() const { return recorded_.load(); }
   cudaEvent_t get() const { return event_; }
