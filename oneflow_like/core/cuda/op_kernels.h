@@ -19,10 +19,15 @@
 // empty vectors mean whole tensors. A kernel only enqueues work: the outputs are valid once the
 // stream reaches that point (the caller records an event or adds a host callback after it).
 //
-// Where the GPU kernel differs from the CPU one (nothing is read back, nothing synchronizes):
-//   - embedding / embedding_grad ids and cross-entropy labels are NOT range-checked (the CPU
-//     fails naming the bad position): an id outside the table looks up zeros and adds nothing,
-//     a label outside [0, C) gives NaN. Check untrusted indices first (index_kernels.h).
+// Index checks: embedding / embedding_grad ids and the cross-entropy ops' labels ARE range-checked
+// when ctx.check_indices (the default), failing with the CPU kernel's InvalidArgument (the bad
+// value, its position and the range). The check is a device scan whose result the host reads
+// (index_kernels.h: FindIndexOutOfRange), so these four kernels SYNCHRONIZE ctx.stream before
+// they enqueue their own work: a host wait for everything queued before them, once per launch.
+// With check_indices = false nothing is read back; then an id outside the table looks up zeros
+// and adds nothing, and a label outside [0, C) gives NaN.
+//
+// Where the GPU kernel differs from the CPU one otherwise:
 //   - adam_update reads `step` on the device; a step < 1 leaves the outputs unwritten (the CPU
 //     fails).
 //   - sparse_softmax_cross_entropy takes its workspace from the stream-ordered allocator
@@ -65,6 +70,9 @@ struct CudaKernelContext {
   cudaStream_t stream = nullptr;
   cublasHandle_t cublas = nullptr;       // not owned; matmul ops bind it to `stream`
   bool allow_tf32 = false;               // float32 matmuls may use TF32 tensor cores (MatmulOptions)
+  // Range-check embedding ids and cross-entropy labels as the CPU does (synchronizes ctx.stream
+  // in those four kernels; false: unchecked, bad indices give zeros / NaN instead of an error).
+  bool check_indices = true;
 };
 
 using CudaKernelFn = std::function<absl::Status(const CudaKernelContext&)>;

@@ -2,15 +2,17 @@
 // embedding, embedding_grad, sparse_softmax_cross_entropy and its grad, on the kernels of
 // softmax_kernels.h, norm_kernels.h, embedding_kernels.h and loss_kernels.h.
 //
-// Ids and labels are not range-checked here (the CPU kernels fail on an id outside [0, V) or a
-// label outside [0, C); checking on the device would synchronize the stream): an out-of-range id
-// looks up zeros and adds nothing, an out-of-range label gives a NaN loss / gradient row. See
-// op_kernels.h.
+// Ids and labels are range-checked as on the CPU (an id outside [0, V), a label outside [0, C):
+// InvalidArgument naming the value, its position and the range) when ctx.check_indices, the
+// default. The check (index_kernels.h) reads its result back, so it synchronizes ctx.stream once
+// per launch of these four kernels. Unchecked, an out-of-range id looks up zeros and adds
+// nothing, an out-of-range label gives a NaN loss / gradient row. See op_kernels.h.
 #include <string>
 #include <vector>
 
 #include "oneflow_like/core/cuda/cuda_status.h"
 #include "oneflow_like/core/cuda/embedding_kernels.h"
+#include "oneflow_like/core/cuda/index_kernels.h"
 #include "oneflow_like/core/cuda/loss_kernels.h"
 #include "oneflow_like/core/cuda/norm_kernels.h"
 #include "oneflow_like/core/cuda/op_kernels_util.h"
@@ -137,6 +139,58 @@ absl::Status LayerNormGradKernel(const CudaKernelContext& ctx) {
   });
 }
 
+// ---- index checks ----
+
+// The first of the n indices at `ids` (device memory) outside [0, limit): its position and value,
+// or position -1 when all are in range. Skipped (-1) unless ctx.check_indices. SYNCHRONIZES
+// ctx.stream (FindIndexOutOfRange reads its result back); the value is read only for a bad one.
+struct BadIndex {
+  int64_t position = -1;
+  int64_t value = 0;
+};
+template <typename I>
+absl::StatusOr<BadIndex> FindBadIndex(const CudaKernelContext& ctx, const I* ids, int64_t n, int64_t limit) {
+  BadIndex bad;
+  if (!ctx.check_indices || n == 0) return bad;
+  void* scratch = nullptr;
+  RETURN_IF_ERROR(CudaStatus(cudaMallocAsync(&scratch, sizeof(int64_t), ctx.stream),
+                             "cudaMallocAsync(index check scratch)"));
+  absl::StatusOr<int64_t> found =
+      FindIndexOutOfRange<I>(ids, n, limit, static_cast<int64_t*>(scratch), ctx.stream);
+  const absl::Status freed = CudaStatus(cudaFreeAsync(scratch, ctx.stream), "cudaFreeAsync(index check scratch)");
+  if (!found.ok()) return found.status();
+  RETURN_IF_ERROR(freed);
+  bad.position = *found;
+  if (bad.position >= 0) {  // the stream is idle (the check synchronized it): a plain copy
+    I value{};
+    RETURN_IF_ERROR(CudaStatus(cudaMemcpy(&value, ids + bad.position, sizeof(I), cudaMemcpyDeviceToHost),
+                               "cudaMemcpy(the out-of-range index)"));
+    bad.value = static_cast<int64_t>(value);
+  }
+  return bad;
+}
+
+// The CPU embedding kernels' error for an id outside [0, vocab) (core/ops/embedding_ops.cc).
+template <typename I>
+absl::Status CheckIds(const std::string& op, const CudaKernelContext& ctx, const I* ids, int64_t n, int64_t vocab) {
+  const absl::StatusOr<BadIndex> bad = FindBadIndex<I>(ctx, ids, n, vocab);
+  if (!bad.ok()) return Annotate(op, ctx, bad.status());
+  if (bad->position < 0) return absl::OkStatus();
+  return OpError(op, ctx, "id ", bad->value, " at position ", bad->position, " of ids is out of range [0, ", vocab,
+                 ") (V = ", vocab, "); hint: check the tokenizer's vocabulary size against the table");
+}
+
+// The CPU cross-entropy kernels' error for a label outside [0, classes) (core/ops/loss_ops.cc).
+template <typename I>
+absl::Status CheckLabels(const std::string& op, const CudaKernelContext& ctx, const I* labels, int64_t n,
+                         int64_t classes) {
+  const absl::StatusOr<BadIndex> bad = FindBadIndex<I>(ctx, labels, n, classes);
+  if (!bad.ok()) return Annotate(op, ctx, bad.status());
+  if (bad->position < 0) return absl::OkStatus();
+  return OpError(op, ctx, "label ", bad->value, " at position ", bad->position, " is out of range [0, ", classes,
+                 ") (C = ", classes, " classes)");
+}
+
 // ---- embedding ----
 
 // First row of the vocab range that tensor i of `shards` holds (0 for a whole table).
@@ -158,10 +212,15 @@ absl::Status EmbeddingKernel(const CudaKernelContext& ctx) {
   y_dims.push_back(table.shape().dim(1));
   RETURN_IF_ERROR(CheckDesc(op, ctx, "output y", y, TensorDesc{table.dtype(), Shape(y_dims)}));
   const int64_t row_begin = RowBegin(ctx.input_shards, 0);
+  // The logical V (a vocab shard holds rows [row_begin, row_begin + rows) of it), as on the CPU.
+  const int64_t vocab = !ctx.input_shards.empty() && ctx.input_shards[0].logical_shape.num_axes() == 2
+                            ? ctx.input_shards[0].logical_shape.dim(0)
+                            : table.shape().dim(0);
   return DispatchFloat(op, ctx, "table", table.dtype(), [&](auto ftag) {
     using T = decltype(ftag);
-    return DispatchIndex(op, ctx, "ids", ids.dtype(), [&](auto itag) {
+    return DispatchIndex(op, ctx, "ids", ids.dtype(), [&](auto itag) -> absl::Status {
       using I = decltype(itag);
+      RETURN_IF_ERROR(CheckIds<I>(op, ctx, ids.data<I>(), ids.elem_count(), vocab));
       return Annotate(op, ctx,
                       Embedding<T, I>(table.data<T>(), table.shape().dim(0), table.shape().dim(1), row_begin,
                                       ids.data<I>(), ids.elem_count(), y.data<T>(), ctx.stream));
@@ -192,8 +251,9 @@ absl::Status EmbeddingGradKernel(const CudaKernelContext& ctx) {
   }
   return DispatchFloat(op, ctx, "dy", dy.dtype(), [&](auto ftag) {
     using T = decltype(ftag);
-    return DispatchIndex(op, ctx, "ids", ids.dtype(), [&](auto itag) {
+    return DispatchIndex(op, ctx, "ids", ids.dtype(), [&](auto itag) -> absl::Status {
       using I = decltype(itag);
+      RETURN_IF_ERROR(CheckIds<I>(op, ctx, ids.data<I>(), ids.elem_count(), vocab));
       return Annotate(op, ctx,
                       EmbeddingGrad<T, I>(dy.data<T>(), ids.data<I>(), ids.elem_count(), d, row_begin, rows,
                                           dtable.data<T>(), ctx.stream));
@@ -235,6 +295,7 @@ absl::Status LossKernel(const CudaKernelContext& ctx) {
     using T = decltype(ftag);
     return DispatchIndex(op, ctx, "labels", labels.dtype(), [&](auto itag) -> absl::Status {
       using I = decltype(itag);
+      RETURN_IF_ERROR(CheckLabels<I>(op, ctx, labels.data<I>(), rows, classes));
       void* workspace = nullptr;
       const int64_t bytes = CrossEntropyWorkspaceBytes(rows);
       if (bytes > 0) {
@@ -272,8 +333,9 @@ absl::Status LossGradKernel(const CudaKernelContext& ctx) {
   const int64_t n = LogicalCount(ctx);
   return DispatchFloat(op, ctx, "logits", logits.dtype(), [&](auto ftag) {
     using T = decltype(ftag);
-    return DispatchIndex(op, ctx, "labels", labels.dtype(), [&](auto itag) {
+    return DispatchIndex(op, ctx, "labels", labels.dtype(), [&](auto itag) -> absl::Status {
       using I = decltype(itag);
+      RETURN_IF_ERROR(CheckLabels<I>(op, ctx, labels.data<I>(), rows, classes));
       return Annotate(op, ctx,
                       SparseSoftmaxCrossEntropyGrad<T, I>(logits.data<T>(), labels.data<I>(), dloss.data<T>(), rows,
                                                           classes, n, dlogits.data<T>(), ctx.stream));

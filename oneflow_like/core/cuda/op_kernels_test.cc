@@ -193,6 +193,7 @@ class OpKernelsTest : public CudaKernelTest {
     ctx.output_shards = output_shards;
     ctx.stream = stream();
     ctx.cublas = cublas().get();
+    ctx.check_indices = check_indices_;
     RETURN_IF_ERROR((*kernel)(ctx));
     std::vector<Tensor> outputs;
     for (const Tensor& t : device_outputs) outputs.push_back(Download(t.raw_data(), t.desc()));
@@ -259,6 +260,7 @@ class OpKernelsTest : public CudaKernelTest {
 
   CudaKernelTable table_;
   bool dry_ = false;  // OL_CUDA_DRY_RUN without a GPU
+  bool check_indices_ = true;  // RunCuda's CudaKernelContext::check_indices
   uint64_t seed_ = 1000;
 };
 
@@ -420,6 +422,55 @@ TEST_F(OpKernelsTest, CrossEntropy) {
   const Tensor dloss = Random(DataType::kFloat32, Shape({}), 0.5, 2.0);
   CheckShard("sparse_softmax_cross_entropy_grad", {logits, labels, dloss}, {},
              {shards[0], shards[1], ShardInfo::Whole(Shape({}))}, {logits.desc()}, {shards[0]}, Compare::kReduction);
+}
+
+// An id outside [0, V) or a label outside [0, C) fails on the GPU as on the CPU (InvalidArgument
+// naming the value, its position and the range), in the forward and backward kernels, also for a
+// vocab shard (ids are checked against the LOGICAL V); unchecked (check_indices = false) the
+// kernels run and say nothing.
+TEST_F(OpKernelsTest, OutOfRangeIdsAndLabelsFailAsOnTheCpu) {
+  // Dry run: the CPU half only (the index check reads device memory back).
+  auto expect_both_fail = [&](const std::string& op, const std::vector<Tensor>& inputs, const AttrMap& attrs,
+                              const std::vector<TensorDesc>& descs, const std::vector<ShardInfo>& input_shards,
+                              const std::vector<ShardInfo>& output_shards, const std::string& fragment) {
+    const absl::StatusOr<std::vector<Tensor>> want =
+        cpu().RunShard(op, inputs, attrs, input_shards, descs, output_shards);
+    EXPECT_EQ(want.status().code(), absl::StatusCode::kInvalidArgument) << op << ": " << want.status();
+    EXPECT_NE(std::string(want.status().message()).find(fragment), std::string::npos) << want.status();
+    if (dry_) return;
+    const absl::StatusOr<std::vector<Tensor>> got = RunCuda(op, inputs, attrs, descs, input_shards, output_shards);
+    EXPECT_EQ(got.status().code(), absl::StatusCode::kInvalidArgument) << op << ": " << got.status();
+    EXPECT_NE(std::string(got.status().message()).find(fragment), std::string::npos) << got.status();
+    EXPECT_NE(std::string(got.status().message()).find(op + " 'test." + op + "' (cuda): "), std::string::npos)
+        << got.status();
+    check_indices_ = false;
+    EXPECT_TRUE(RunCuda(op, inputs, attrs, descs, input_shards, output_shards).ok()) << op << " unchecked";
+    check_indices_ = true;
+  };
+  const Tensor table = Random(DataType::kFloat32, Shape({11, 7}));
+  const Tensor dy = Random(DataType::kFloat32, Shape({2, 3, 7}));
+  const TensorDesc y_desc{DataType::kFloat32, Shape({2, 3, 7})};
+  const Tensor ids32 = Tensor::FromVector<int32_t>(Shape({2, 3}), {0, 4, 10, 11, 3, -1});
+  const Tensor ids64 = Tensor::FromVector<int64_t>(Shape({2, 3}), {0, -2, 10, 11, 3, 1});
+  expect_both_fail("embedding", {table, ids32}, {}, {y_desc}, {}, {}, "id 11 at position 3 of ids is out of range [0, 11)");
+  expect_both_fail("embedding", {table, ids64}, {}, {y_desc}, {}, {}, "id -2 at position 1 of ids is out of range [0, 11)");
+  expect_both_fail("embedding_grad", {dy, ids32}, {{"num_embeddings", int64_t{11}}}, {table.desc()}, {}, {},
+                   "id 11 at position 3 of ids is out of range [0, 11)");
+  // Rows [4, 8) of the [11, 7] table: 10 is in range (another shard's row), 11 is not.
+  const Tensor rows = Random(DataType::kFloat32, Shape({4, 7}));
+  const ShardInfo shard{Shape({11, 7}), {4, 0}};
+  expect_both_fail("embedding", {rows, ids32}, {}, {y_desc}, {shard, ShardInfo::Whole(ids32.shape())}, {},
+                   "id 11 at position 3 of ids is out of range [0, 11)");
+  expect_both_fail("embedding_grad", {dy, ids64}, {{"num_embeddings", int64_t{11}}}, {rows.desc()}, {}, {shard},
+                   "id -2 at position 1 of ids is out of range [0, 11)");
+  const Tensor logits = Random(DataType::kFloat64, Shape({2, 3, 10}), -3, 3);
+  const Tensor labels = Tensor::FromVector<int64_t>(Shape({2, 3}), {1, 9, 0, 10, 2, 3});
+  const Tensor labels32 = Tensor::FromVector<int32_t>(Shape({2, 3}), {1, 9, 0, 5, -1, 3});
+  const TensorDesc loss_desc{DataType::kFloat64, Shape({})};
+  expect_both_fail("sparse_softmax_cross_entropy", {logits, labels}, {}, {loss_desc}, {}, {},
+                   "label 10 at position 3 is out of range [0, 10)");
+  expect_both_fail("sparse_softmax_cross_entropy_grad", {logits, labels32, Random(DataType::kFloat64, Shape({}))}, {},
+                   {logits.desc()}, {}, {}, "label -1 at position 4 is out of range [0, 10)");
 }
 
 TEST_F(OpKernelsTest, ShapeOps) {
