@@ -22,11 +22,19 @@ ours_tf32="$(OL_CUDA_TF32=1 "$oltrain" --model=gpt --device=cuda $dims --steps=3
 # completion event, a host round trip per act (what they save).
 ours_finish="$("$oltrain" --model=gpt --device=cuda $dims --steps=30 --warmup=5 --stream_ordered=false 2>&1 \
   | tee /dev/stderr | grep RESULT | tail -1)"
+# Two compute streams (weight gradients on the second): registers cross the streams at enqueue
+# with CUDA events, or (OL_CUDA_STREAM_EVENTS=0) when their producer finished.
+ours_two="$("$oltrain" --model=gpt --device=cuda $dims --steps=30 --warmup=5 --compute_streams=2 2>&1 \
+  | tee /dev/stderr | grep RESULT | tail -1)"
+ours_two_finish="$(OL_CUDA_STREAM_EVENTS=0 "$oltrain" --model=gpt --device=cuda $dims --steps=30 --warmup=5 \
+  --compute_streams=2 2>&1 | tee /dev/stderr | grep RESULT | tail -1)"
 peer_args="$(echo "$dims" | sed 's/=/ /g')"
 peer="$(python3 tools/gpu/torch_gpt_cuda.py $peer_args 2>&1 | tee /dev/stderr | grep RESULT | tail -1)"
 ours_ms="$(echo "$ours" | sed -n 's/.*median_ms_per_step=\([0-9.]*\).*/\1/p')"
 tf32_ms="$(echo "$ours_tf32" | sed -n 's/.*median_ms_per_step=\([0-9.]*\).*/\1/p')"
 finish_ms="$(echo "$ours_finish" | sed -n 's/.*median_ms_per_step=\([0-9.]*\).*/\1/p')"
+two_ms="$(echo "$ours_two" | sed -n 's/.*median_ms_per_step=\([0-9.]*\).*/\1/p')"
+two_finish_ms="$(echo "$ours_two_finish" | sed -n 's/.*median_ms_per_step=\([0-9.]*\).*/\1/p')"
 peer_ms="$(echo "$peer" | sed -n 's/.*ms_per_step=\([0-9.]*\).*/\1/p')"
 # The step's matmul GFLOP (forward, input and weight gradients; attention's full T x T), as
 # tools/bench/peers/torch_gpt.py's gemm_gflop_per_step counts them.
@@ -52,6 +60,8 @@ row() {
 row "oneflow_like (oltrain_cuda)" "$ours_ms" "$gflop" "$tokens"
 row "oneflow_like, OL_CUDA_TF32=1 (TF32 matmuls; % of the FP32 peak)" "$tf32_ms" "$gflop" "$tokens"
 row "oneflow_like, --stream_ordered=false (hand-offs at completion)" "$finish_ms" "$gflop" "$tokens"
+row "oneflow_like, --compute_streams=2 (events between the streams)" "$two_ms" "$gflop" "$tokens"
+row "oneflow_like, --compute_streams=2, OL_CUDA_STREAM_EVENTS=0 (across streams at completion)" "$two_finish_ms" "$gflop" "$tokens"
 row "PyTorch eager" "$peer_ms" "$gflop" "$tokens"
 awk -v a="$ours_ms" -v b="$peer_ms" 'BEGIN { if (a > 0 && b > 0) printf "ours / PyTorch (time): %.2f\n", a / b }'
 awk -v p="$predicted_ms" -v m="$ours_ms" 'BEGIN { if (p > 0 && m > 0) printf "olplan predicted (h100_fp32 profile): %.2f ms, measured %.2f ms: %+.0f%%\n", p, m, (p / m - 1) * 100 }'

@@ -3,6 +3,8 @@
 //   tools/bazel.sh build -c opt //tools/train:oltrain_cuda     (tagged manual)
 // The process's GPU: OL_CUDA_DEVICE, else LOCAL_RANK (olrun sets it: one process per GPU), else 0.
 // OL_CUDA_TF32=1 lets float32 matmuls use TF32 tensor cores (default: full FP32).
+// OL_CUDA_STREAM_EVENTS=0: registers cross the streams of the GPU when their producer finished,
+// not at enqueue with a CUDA event (actor/stream_ordered.h; to compare the two).
 // Without a visible GPU a cuda job fails naming CUDA's reason; cpu jobs are unaffected.
 // COLLECTIVE tasks run through NCCL (comm/nccl_collective.h) on that GPU; gloo is not used.
 #include <cstdlib>
@@ -25,6 +27,8 @@ int main(int argc, char** argv) {
     std::cerr << "oltrain_cuda: no CUDA backend (" << cuda.status().message() << "); cpu jobs only\n";
     return oneflow_like::OltrainMain(argc, argv, nullptr);
   }
+  const char* events = std::getenv("OL_CUDA_STREAM_EVENTS");
+  if (events != nullptr && std::string(events) == "0") (*cuda)->set_stream_events(false);
   // COLLECTIVE tasks of cuda plans through NCCL on this process's GPU (one GPU per process, as
   // olrun starts them: several ranks of one process would share the GPU, which NCCL refuses).
   auto nccl = [device](oneflow_like::comm::RendezvousStore* store, int32_t rank, int32_t world)

@@ -33,7 +33,7 @@ class CudaBody final : public ActBody {
     *stream = task_.stream;
     return true;
   }
-  bool HasStreamEvents() const override { return true; }
+  bool HasStreamEvents() const override { return backend_->HasStreamEvents(); }
   absl::StatusOr<std::unique_ptr<Event>> CreateEvent() override { return backend_->CreateEvent(task_.device); }
   absl::Status RecordEvent(Event* event) override {
     absl::Status s = backend_->RecordEvent(task_.device, task_.stream, event);

@@ -34,6 +34,7 @@
 #ifndef ONEFLOW_LIKE_ACTOR_CUDA_CUDA_BACKEND_H_
 #define ONEFLOW_LIKE_ACTOR_CUDA_CUDA_BACKEND_H_
 
+#include <atomic>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -72,7 +73,10 @@ class CudaBackend final : public DeviceBackend {
   absl::StatusOr<std::unique_ptr<ActBody>> MakeBody(DeviceTask task) override;
   absl::Status Drain() override;  // every stream's completions reported, then cudaStreamSynchronize
   // Events between streams of a device (stream_events.h): cudaEventRecord / cudaStreamWaitEvent.
-  bool HasStreamEvents() const override { return true; }
+  // set_stream_events(false) (before the runtime is built): none, so the runtime keeps the
+  // finish semantics across streams (oltrain_cuda: OL_CUDA_STREAM_EVENTS=0, to compare).
+  bool HasStreamEvents() const override { return stream_events_.load(); }
+  void set_stream_events(bool on) { stream_events_.store(on); }
   absl::StatusOr<std::unique_ptr<Event>> CreateEvent(int32_t device) override;
   absl::Status RecordEvent(int32_t device, int32_t stream, Event* event) override;
   absl::Status WaitEvent(int32_t device, int32_t stream, const Event& event) override;
@@ -93,6 +97,7 @@ class CudaBackend final : public DeviceBackend {
   CudaBackend(int32_t device_offset, bool allow_tf32) : device_offset_(device_offset), allow_tf32_(allow_tf32) {}
   int32_t device_offset_ = 0;
   bool allow_tf32_ = false;
+  std::atomic<bool> stream_events_{true};
   int device_count_ = 0;
   cuda::CudaKernelTable kernels_;
   std::mutex mu_;
