@@ -48,16 +48,6 @@ namespace {
 std::string Dims(const std::vector<int64_t>& d) { return absl::StrCat("[", absl::StrJoin(d, ","), "]"); }
 const char* Flag(bool v) { return v ? "true" : "false"; }
 
-// cuBLAS's classic API takes int dims.
-absl::Status CheckIntRange(const MatmulShape& s) {
-  for (int64_t v : {s.batch, s.m, s.k, s.n, s.m * s.k, s.k * s.n, s.m * s.n}) {
-    if (v > INT_MAX) {
-      return absl::InvalidArgumentError(absl::StrCat("cuda matmul: dimension ", v, " exceeds cuBLAS's limit ", INT_MAX));
-    }
-  }
-  return absl::OkStatus();
-}
-
 // Column-major view (see the header): C[n, m] = op(B)[n, k] op(A)[k, m] with B = b's buffer, A = a's.
 struct GemmArgs {
   cublasOperation_t op_b, op_a;
@@ -95,7 +85,7 @@ absl::Status Prepare(cublasHandle_t handle, const MatmulShape& shape, cudaStream
   if (handle == nullptr) {
     return absl::FailedPreconditionError("cuda matmul: no cuBLAS handle (CublasHandle::Create, or the caller's)");
   }
-  if (absl::Status s = CheckIntRange(shape); !s.ok()) return s;
+  if (absl::Status s = CheckCublasDims(shape); !s.ok()) return s;
   if (absl::Status s = CublasStatus(cublasSetStream(handle, stream), "cublasSetStream"); !s.ok()) return s;
   const cublasMath_t math = options.allow_tf32 && sizeof(T) == 4 ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH;
   return CublasStatus(cublasSetMathMode(handle, math), "cublasSetMathMode");
@@ -105,6 +95,20 @@ absl::Status Prepare(cublasHandle_t handle, const MatmulShape& shape, cudaStream
 bool Empty(const MatmulShape& s) { return s.batch == 0 || s.m == 0 || s.n == 0; }
 
 }  // namespace
+
+// cuBLAS's classic API takes int dims and leading dims (lda, ldb, ldc are k, n or m here) and an
+// int batch count; the strides between matrices are long long, so m*k, k*n and m*n may exceed
+// INT_MAX.
+absl::Status CheckCublasDims(const MatmulShape& s) {
+  const std::pair<const char*, int64_t> dims[] = {{"batch", s.batch}, {"m", s.m}, {"k", s.k}, {"n", s.n}};
+  for (const auto& [name, v] : dims) {
+    if (v > INT_MAX) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("cuda matmul: ", name, " = ", v, " exceeds cuBLAS's limit ", INT_MAX));
+    }
+  }
+  return absl::OkStatus();
+}
 
 absl::StatusOr<MatmulShape> MatmulShapeOf(const std::vector<int64_t>& a, const std::vector<int64_t>& b, bool ta,
                                           bool tb, bool batch_sum) {

@@ -64,6 +64,12 @@ struct MatmulShape {
 absl::StatusOr<MatmulShape> MatmulShapeOf(const std::vector<int64_t>& a_dims, const std::vector<int64_t>& b_dims,
                                           bool transpose_a, bool transpose_b, bool batch_sum = false);
 
+// What cuBLAS's classic (int) API needs of `shape`: the batch count and every dim (so every
+// leading dim: k, n or m) at most INT_MAX, else InvalidArgument. The products m*k, k*n and m*n
+// may exceed it: the batch strides are 64-bit (long long). Matmul / MatmulBatchSum check it
+// (MatmulBatchSum on its merged k = batch * k where it merges the batch). Host-only.
+absl::Status CheckCublasDims(const MatmulShape& shape);
+
 struct MatmulOptions {
   bool allow_tf32 = false;  // float32 only: TF32 tensor-core math
 };

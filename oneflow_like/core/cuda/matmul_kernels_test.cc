@@ -1,5 +1,6 @@
 // cuBLAS matmul vs the CPU ops matmul (2-D, batched, shared 2-D b; every transpose pair; alpha)
 // and matmul_batch_sum; float32 without TF32.
+#include <climits>
 #include <string>
 #include <vector>
 
@@ -89,6 +90,29 @@ TEST(MatmulShapes, MatchTheCpuRules) {
   s = MatmulShapeOf({2, 3, 5}, {3, 5, 7}, false, false);
   ASSERT_FALSE(s.ok());
   EXPECT_NE(s.status().message().find("batch dimensions differ"), std::string::npos) << s.status();
+}
+
+// cuBLAS needs each dim (and so each leading dim) and the batch count in int range, not their
+// products: its strides between matrices are 64-bit. Host-side: runs without a GPU.
+TEST(MatmulShapes, OnlyDimsNotTheirProductsMustFitCublasInt) {
+  MatmulShape s;
+  s.m = 50000;
+  s.k = 50000;
+  s.n = 50000;  // m*k = k*n = m*n = 2.5e9 > INT_MAX
+  EXPECT_TRUE(CheckCublasDims(s).ok()) << CheckCublasDims(s);
+  s.batch = 3;
+  s.m = 1;
+  s.k = int64_t{1} << 30;
+  s.n = 4;  // k*n = 2^32
+  EXPECT_TRUE(CheckCublasDims(s).ok()) << CheckCublasDims(s);
+  s.k = int64_t{INT_MAX} + 1;
+  absl::Status bad = CheckCublasDims(s);
+  EXPECT_EQ(bad.code(), absl::StatusCode::kInvalidArgument) << bad;
+  EXPECT_NE(bad.message().find("k = 2147483648 exceeds"), std::string::npos) << bad;
+  s.k = 4;
+  s.batch = int64_t{INT_MAX} + 1;
+  bad = CheckCublasDims(s);
+  EXPECT_NE(bad.message().find("batch = 2147483648 exceeds"), std::string::npos) << bad;
 }
 
 }  // namespace
