@@ -73,14 +73,20 @@ __device__ double PhiloxNormal(uint64_t seed, uint64_t index) {
   return sqrt(-2.0 * log(u1)) * cos(2.0 * kPi * u2);
 }
 
+// a + b * c rounded twice, as the CPU computes it (core/random.cc): nvcc contracts a plain
+// `a + b * c` into one fma (rounded once), which differs in the last bit wherever b * c is not
+// exact (e.g. low = -0.1, high = 0.1). The _rn intrinsics are never contracted. Every dtype goes
+// through double here (FromDouble<T> rounds to T afterwards), as on the CPU.
+__device__ __forceinline__ double AddMul(double a, double b, double c) { return __dadd_rn(a, __dmul_rn(b, c)); }
+
 template <typename T>
 __global__ void UniformKernel(LogicalMap map, uint64_t seed, double low, double high, T* y, int64_t n) {
-  OL_GRID_STRIDE_LOOP(i, n) { y[i] = FromDouble<T>(low + (high - low) * PhiloxUniform(seed, map(i))); }
+  OL_GRID_STRIDE_LOOP(i, n) { y[i] = FromDouble<T>(AddMul(low, high - low, PhiloxUniform(seed, map(i)))); }
 }
 
 template <typename T>
 __global__ void NormalKernel(LogicalMap map, uint64_t seed, double mean, double stddev, T* y, int64_t n) {
-  OL_GRID_STRIDE_LOOP(i, n) { y[i] = FromDouble<T>(mean + stddev * PhiloxNormal(seed, map(i))); }
+  OL_GRID_STRIDE_LOOP(i, n) { y[i] = FromDouble<T>(AddMul(mean, stddev, PhiloxNormal(seed, map(i)))); }
 }
 
 template <typename T>

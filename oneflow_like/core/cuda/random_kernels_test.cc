@@ -1,11 +1,14 @@
 // CUDA random ops vs the CPU ops random_uniform (bit-exact, all floating dtypes, whole and a
 // shard), random_normal (float32 / float64 to the element-wise tolerance: the device's log/cos
 // may differ in the last bit of a double) and dropout / dropout_grad (bit-exact).
+#include <cmath>
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "oneflow_like/core/cuda/cuda_test_util.h"
 #include "oneflow_like/core/cuda/random_kernels.h"
+#include "oneflow_like/core/random.h"
 
 namespace oneflow_like {
 namespace cuda {
@@ -16,14 +19,22 @@ using ::oneflow_like::testing::RandomTensor;
 
 using RandomTest = CudaKernelTest;
 
+// [-0.1, 0.1): high - low = 0.2 is not a short binary fraction, so (high - low) * u rounds and a
+// kernel that fused low + (high - low) * u into one fma (nvcc's default contraction) differs from
+// the CPU in the last bit of float64 (NoFmaRangeIsSensitive below checks that on the host).
+// [-2, 3) keeps the product exact (there both agree either way).
+constexpr double kRanges[][2] = {{-0.1, 0.1}, {-2.0, 3.0}};
+
 TEST_F(RandomTest, UniformWholeAndShard) {
+  for (const auto& range : kRanges) {
+  const double low = range[0], high = range[1];
   for (DataType dt : {DataType::kFloat32, DataType::kFloat64, DataType::kBFloat16, DataType::kFloat16}) {
-    const std::string what = std::string("random_uniform ") + DataTypeName(dt);
+    const std::string what = absl::StrCat("random_uniform ", DataTypeName(dt), " [", low, ", ", high, ")");
     const AttrMap attrs = {{"shape", std::vector<int64_t>{3, 5, 7}}, {"dtype", dt}, {"seed", int64_t{42}},
-                           {"low", -2.0},                              {"high", 3.0}};
+                           {"low", low},                               {"high", high}};
     const Tensor want = cpu().RunOne("random_uniform", {}, attrs);
     void* y = OutputRaw(want.byte_size());
-    ASSERT_OK(RandomUniform(dt, ShardPosition{{3, 5, 7}, {}, {}}, 42, -2.0, 3.0, y, stream()));
+    ASSERT_OK(RandomUniform(dt, ShardPosition{{3, 5, 7}, {}, {}}, 42, low, high, y, stream()));
     ExpectEqualValues(Download(y, want.desc()), want, what);
 
     // Rows 3..4 of axis 1: the shard's numbers are the logical tensor's.
@@ -32,9 +43,32 @@ TEST_F(RandomTest, UniformWholeAndShard) {
         cpu().RunShard("random_uniform", {}, attrs, {}, {part}, {ShardInfo{Shape({3, 5, 7}), {0, 3, 0}}});
     ASSERT_OK(want_part.status());
     void* yp = OutputRaw(part.byte_size());
-    ASSERT_OK(RandomUniform(dt, ShardPosition{{3, 2, 7}, {3, 5, 7}, {0, 3, 0}}, 42, -2.0, 3.0, yp, stream()));
+    ASSERT_OK(RandomUniform(dt, ShardPosition{{3, 2, 7}, {3, 5, 7}, {0, 3, 0}}, 42, low, high, yp, stream()));
     ExpectEqualValues(Download(yp, part), (*want_part)[0], what + " shard");
   }
+  }
+}
+
+// Host-side (runs without a GPU): the CPU reference of random_uniform is low + (high - low) * u
+// rounded twice (not fused), and on the test's [-0.1, 0.1) range a fused fma gives a different
+// float64 for some of the 105 elements, so the GPU comparison above would catch a contracted
+// kernel; on [-2, 3) it would not.
+TEST(RandomHost, NoFmaRangeIsSensitive) {
+  const AttrMap attrs = {{"shape", std::vector<int64_t>{3, 5, 7}}, {"dtype", DataType::kFloat64},
+                         {"seed", int64_t{42}}, {"low", -0.1}, {"high", 0.1}};
+  const Tensor want = ::oneflow_like::testing::OpTest().RunOne("random_uniform", {}, attrs);
+  ASSERT_EQ(want.elem_count(), 105);
+  int fused_differs = 0, exact_range_differs = 0;
+  for (int64_t i = 0; i < want.elem_count(); ++i) {
+    const double u = PhiloxUniform(42, static_cast<uint64_t>(i));
+    volatile double product = (0.1 - -0.1) * u;  // volatile: rounded on its own, never fused
+    EXPECT_EQ(want.data<double>()[i], -0.1 + product) << "element " << i << ": the CPU reference is not unfused";
+    if (std::fma(0.1 - -0.1, u, -0.1) != -0.1 + product) ++fused_differs;
+    volatile double exact = 5.0 * u;
+    if (std::fma(5.0, u, -2.0) != -2.0 + exact) ++exact_range_differs;
+  }
+  EXPECT_GT(fused_differs, 0) << "[-0.1, 0.1) does not tell a fused kernel from the CPU";
+  EXPECT_EQ(exact_range_differs, 0);
 }
 
 TEST_F(RandomTest, Normal) {
