@@ -228,9 +228,10 @@ TEST_F(DeviceTrainerTest, StreamOrderedHandOffsQueueAChainAheadOfTheDevice) {
 
 // On a slow device (every stream item waits before it runs) the losses equal the cpu run's with
 // the hand-offs at enqueue, with one compute stream and with two (whose edges across streams
-// wait for completion) and micro-batches (accumulation and repeats keep the finish semantics).
-// Equal losses at one delay do not prove the absence of a race, but an early hand-off across
-// streams or to the host fails these (checked by making them early).
+// go at enqueue too, ordered by the fake's events) and micro-batches (accumulation and repeats
+// keep the finish semantics). Equal losses at one delay do not prove the absence of a race, but
+// an early hand-off to the host, or across streams without the events' waits, fails these
+// (checked by making them so); device_stream_events_test checks the events with random delays.
 TEST_F(DeviceTrainerTest, StreamOrderedHandOffsOnASlowDeviceGiveTheCpuLosses) {
   const std::vector<double> cpu = Train(TinyGpt(), 3, registry_.get());
   ASSERT_EQ(cpu.size(), 3u);

@@ -63,7 +63,8 @@ struct TrainerOptions {
   // Gradient buckets of collective boxing, MiB (compiler/lower/lower.h; 0 = one call per gradient).
   double bucket_mb = 4;
   bool inplace_updates = true;    // optimizers write variables in place (actor/inplace_updates.h)
-  // Device runs: kernels of one stream hand registers over when enqueued (actor/stream_ordered.h).
+  // Device runs: kernels hand registers over when enqueued, within a stream and across the
+  // device's streams with events (actor/stream_ordered.h).
   bool stream_ordered_handoffs = true;
   bool recompute = false;         // gpt: recompute the blocks' activations in backward
   double learning_rate = 0;       // 0 = the workload's: SGD 0.01 (mlp), AdamW 3e-4 wd 0.01 (gpt)

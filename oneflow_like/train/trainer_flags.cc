@@ -74,8 +74,9 @@ Parallel layout (world = dp x tp x pp ranks):
   --bucket_mb=X          collective boxing: data-parallel gradients synchronized in buckets of
                          >= X MiB, in the order backward produces them (4; 0 = one call each)
   --inplace_updates[=bool]  optimizers write variables in place, no per-step copy (on)
-  --stream_ordered[=bool]  --device=cuda: kernels of one stream pass registers on when enqueued,
-                         not when finished, so the host runs ahead of the GPU (on)
+  --stream_ordered[=bool]  --device=cuda: kernels pass registers on when enqueued, not when
+                         finished (within a stream; across the GPU's streams with CUDA
+                         events), so the host runs ahead of the GPU (on)
   --recompute[=bool]     gpt: recompute each block's activations in backward (off)
 Data:
   --data=synthetic|FILE  gpt: torch_gpt.py's synthetic batches (default), or a text file read
