@@ -162,13 +162,21 @@ TEST(FlowTest, RunAheadStepsUseTheUpdatedVariables) {
     EXPECT_EQ(third.code(), absl::StatusCode::kFailedPrecondition) << third;
     EXPECT_THAT(third.message(), HasSubstr("2 steps are still running"));
     EXPECT_EQ(s.RunStep().code(), absl::StatusCode::kFailedPrecondition);
+    if (deterministic) {  // nothing ran yet: the steps are certainly in flight
+      EXPECT_EQ(s.ReadVariable("w").status().code(), absl::StatusCode::kFailedPrecondition)
+          << "a variable read while steps run (an in-place update may be writing it)";
+    }
     finish(kSteps);
     ASSERT_TRUE(s.StartStep().ok());
     finish(kSteps + 1);
     finish(kSteps + 2);
     EXPECT_EQ(s.FinishStep().code(), absl::StatusCode::kFailedPrecondition);  // none started
     ExpectNear(*s.ReadVariable("w"), ref.w, "w at the end");
-    EXPECT_TRUE(s.Close().ok());
+    // Close with a step in flight finishes it, then drains (no hang until the watchdog).
+    start(kSteps + 3);
+    absl::Status closed = s.Close();
+    EXPECT_TRUE(closed.ok()) << closed;
+    EXPECT_EQ(s.steps_finished(), kSteps + 4);
   }
 }
 

@@ -512,6 +512,11 @@ absl::StatusOr<Tensor> Runtime::ReadVariableShard(const std::string& name) const
   if (binding == nullptr || binding->kind() != TensorBindingProto::VARIABLE) {
     return absl::NotFoundError(absl::StrCat("rank ", rank_.value(), " has no variable named '", name, "'"));
   }
+  // A step in flight (e.g. started ahead) may be updating the variable in place right now.
+  if (!StepDone()) {
+    return absl::FailedPreconditionError(absl::StrCat("reading variable '", name, "' on rank ", rank_.value(),
+                                                      " while a step runs: finish every started step first"));
+  }
   const RegisterLayout* layout = layout_by_id_.at(binding->slot().register_id());
   return ReadSlot(*layout, 0, binding->slot().slot());
 }

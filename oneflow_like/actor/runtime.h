@@ -28,8 +28,8 @@
 // update. Steps stream through the same actors. EndStream() drains: sources stop, end of data
 // flows down, each actor finishes once all its buffers came back.
 //
-// Thread-safety: all public methods are thread-safe. ReadVariableShard and TakeFetched are
-// meant for the time between steps (StepDone() true).
+// Thread-safety: all public methods are thread-safe. ReadVariableShard and WriteVariableShard
+// need every started step done (StepDone()); TakeFetched the oldest untaken step done.
 #ifndef ONEFLOW_LIKE_ACTOR_RUNTIME_H_
 #define ONEFLOW_LIKE_ACTOR_RUNTIME_H_
 
@@ -189,7 +189,8 @@ class Runtime final : public ActorHost {
   // The shards the sink of output `name` fetched in the oldest step not yet taken, in firing
   // order (its firings per step of them). REQUIRES: that step is done.
   absl::StatusOr<std::vector<Tensor>> TakeFetched(const std::string& name);
-  // A copy of this rank's shard of variable `name`.
+  // A copy of this rank's shard of variable `name`. FailedPrecondition while a step runs
+  // (StepDone() false): an in-place optimizer may be writing it.
   absl::StatusOr<Tensor> ReadVariableShard(const std::string& name) const;
   // Overwrites this rank's shard of variable `name` (e.g. from a checkpoint). REQUIRES: no
   // step is running (StepDone()); FailedPrecondition otherwise, InvalidArgument when the

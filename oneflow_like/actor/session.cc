@@ -147,6 +147,13 @@ absl::Status Session::RunStep() {
 absl::Status Session::StartStep() {
   RETURN_IF_ERROR(broken_);
   if (closed_) return absl::FailedPreconditionError("StartStep after Close");
+  // Checked here for the session as a whole: each rank finishes a step at its own time, so one
+  // rank could accept a third step another refuses, which would break the session.
+  if (started_ - finished_ >= Runtime::kMaxStepsInFlight) {
+    return absl::FailedPreconditionError(absl::StrCat("StartStep while ", Runtime::kMaxStepsInFlight,
+                                                      " steps are still running (at most ",
+                                                      Runtime::kMaxStepsInFlight, " at once; FinishStep first)"));
+  }
   for (auto& runtime : runtimes_) {
     absl::Status status = runtime->StartStep();
     if (!status.ok()) {
@@ -300,6 +307,9 @@ std::string Session::TimelineJson() const {
 absl::Status Session::Close() {
   RETURN_IF_ERROR(broken_);
   if (closed_) return absl::OkStatus();
+  // Steps started ahead finish first (their outputs are dropped): ending the stream under a
+  // running step would leave its variable updates unabsorbed and the drain waiting for them.
+  while (finished_ < started_) RETURN_IF_ERROR(FinishStep());
   closed_ = true;
   for (auto& runtime : runtimes_) runtime->EndStream();
   return Wait(

@@ -2,7 +2,7 @@
 // OL_FAULT_INJECT="rank=R,at=PHASE[,step=S][,round=K]" makes rank R kill itself with SIGKILL (no
 // cleanup, like a crashed node) at PHASE:
 //   at=rendezvous  after registering with the control server, before the data links are up;
-//   at=step        just before running step S.
+//   at=step        just before starting step S (with run-ahead, step S - 1 may still run).
 // round=K: only in olrun's restart round K (OL_RESTART_ROUND, 0 when unset), e.g. round=0 kills
 // the first run but lets the restarted one finish; without it, every round.
 // Unset (the normal case): nothing happens. A malformed value is reported once on stderr and

@@ -106,6 +106,10 @@ class RankExecutor : public StepExecutor {
   }
 
   absl::Status StartStep(int64_t step) override {
+    if (started_ - finished_ >= actor::Runtime::kMaxStepsInFlight) {
+      return absl::FailedPreconditionError(absl::StrCat("StartStep(", step, ") while ", started_ - finished_,
+                                                        " steps are still running (FinishStep first)"));
+    }
     MaybeInjectFault("step", context_->rank(), step);
     context_->control()->ReportStep(step);
     RETURN_IF_ERROR(context_->failure());
@@ -169,6 +173,8 @@ class RankExecutor : public StepExecutor {
   }
 
   absl::Status Close() override {
+    // A step started ahead finishes first (see Session::Close).
+    while (finished_ < started_) RETURN_IF_ERROR(FinishStep(-1));
     runtime_->EndStream();
     RETURN_IF_ERROR(Wait([this] { return runtime_->Finished(); }, "the end-of-data drain"));
     RETURN_IF_ERROR(Barrier("closed"));

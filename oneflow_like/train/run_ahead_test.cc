@@ -45,6 +45,9 @@ std::vector<double> Train(const TrainerOptions& options, int steps, bool run_ahe
     if (!r.ok()) return losses;
     EXPECT_EQ(r->step, step);
     EXPECT_GT(r->seconds, 0);
+    // Run-ahead really runs ahead: the next step is started when this one's loss is back.
+    const actor::Session* session = (*trainer)->session();
+    EXPECT_EQ(session->steps_started(), session->steps_finished() + (run_ahead && step + 1 < steps ? 1 : 0));
     losses.push_back(r->loss);
   }
   EXPECT_TRUE((*trainer)->executor()->Close().ok());
@@ -77,6 +80,21 @@ TEST_F(RunAheadTest, LossesEqualStepByStepOnEveryLayout) {
     EXPECT_EQ(ahead, step_by_step);
     EXPECT_NE(step_by_step[3], step_by_step[0]);  // it trains
   }
+}
+
+// The last step started ahead anyway: Close finishes it before the drain (no watchdog hang),
+// and reading variables while it runs is refused rather than racing the in-place updates.
+TEST_F(RunAheadTest, CloseFinishesAStepStartedAhead) {
+  TrainerOptions o = TinyGpt({.dp = 2});
+  o.watchdog_ms = 5000;
+  absl::StatusOr<std::unique_ptr<Trainer>> trainer = Trainer::Create(o, registry_.get());
+  ASSERT_TRUE(trainer.ok()) << trainer.status();
+  ASSERT_TRUE((*trainer)->RunStep(/*start_next=*/true).ok());
+  actor::Session* session = (*trainer)->session();
+  ASSERT_EQ(session->steps_started(), 2);
+  absl::Status closed = (*trainer)->executor()->Close();
+  EXPECT_TRUE(closed.ok()) << closed;
+  EXPECT_EQ(session->steps_finished(), 2);
 }
 
 // Every file under `dir`, relative path -> bytes.
