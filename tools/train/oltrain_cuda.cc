@@ -1,7 +1,10 @@
 // oltrain_cuda: oltrain with the CUDA backend (actor/cuda/cuda_backend.h), so `--device=cuda`
 // jobs run on the GPUs; cpu jobs run as with oltrain. Built with the CUDA toolkit only:
 //   tools/bazel.sh build -c opt //tools/train:oltrain_cuda     (tagged manual)
-// The process's GPU: OL_CUDA_DEVICE, else LOCAL_RANK (olrun sets it: one process per GPU), else 0.
+// The process's GPU (cuda_device_choice.h): OL_CUDA_DEVICE, else LOCAL_RANK (olrun sets it: one
+// process per GPU) -- but 0 when CUDA_VISIBLE_DEVICES gives the process exactly one GPU -- else 0.
+// A LOCAL_RANK past the visible GPUs is an error naming them; a --device=cuda job then exits 3
+// with it (no silent CPU run; cpu jobs still run).
 // OL_CUDA_TF32=1 lets float32 matmuls use TF32 tensor cores (default: full FP32).
 // OL_CUDA_STREAM_EVENTS=0: registers cross the streams of the GPU when their producer finished,
 // not at enqueue with a CUDA event (actor/stream_ordered.h; to compare the two).
@@ -14,18 +17,24 @@
 
 #include "oneflow_like/actor/cuda/cuda_backend.h"
 #include "oneflow_like/comm/nccl_collective.h"
+#include "oneflow_like/core/cuda/cuda_device.h"
+#include "tools/train/cuda_device_choice.h"
 #include "tools/train/oltrain_main.h"
 
 int main(int argc, char** argv) {
-  const char* chosen = std::getenv("OL_CUDA_DEVICE");
-  if (chosen == nullptr) chosen = std::getenv("LOCAL_RANK");
-  const int device = chosen != nullptr ? std::atoi(chosen) : 0;
+  const absl::StatusOr<int> count = oneflow_like::cuda::DeviceCount();
+  const absl::StatusOr<int> chosen =
+      count.ok() ? oneflow_like::ChooseCudaDevice(std::getenv("OL_CUDA_DEVICE"), std::getenv("LOCAL_RANK"),
+                                                  std::getenv("CUDA_VISIBLE_DEVICES"), *count)
+                 : absl::StatusOr<int>(count.status());
+  const int device = chosen.ok() ? *chosen : 0;
   const char* tf32 = std::getenv("OL_CUDA_TF32");  // "1": float32 matmuls on TF32 tensor cores
   absl::StatusOr<std::unique_ptr<oneflow_like::actor::CudaBackend>> cuda =
-      oneflow_like::actor::CudaBackend::Create(device, tf32 != nullptr && std::string(tf32) == "1");
+      chosen.ok() ? oneflow_like::actor::CudaBackend::Create(device, tf32 != nullptr && std::string(tf32) == "1")
+                  : absl::StatusOr<std::unique_ptr<oneflow_like::actor::CudaBackend>>(chosen.status());
   if (!cuda.ok()) {
     std::cerr << "oltrain_cuda: no CUDA backend (" << cuda.status().message() << "); cpu jobs only\n";
-    return oneflow_like::OltrainMain(argc, argv, nullptr);
+    return oneflow_like::OltrainMain(argc, argv, nullptr, nullptr, cuda.status());
   }
   const char* events = std::getenv("OL_CUDA_STREAM_EVENTS");
   if (events != nullptr && std::string(events) == "0") (*cuda)->set_stream_events(false);

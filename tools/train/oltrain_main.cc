@@ -106,7 +106,8 @@ int RunDistributed(train::TrainerOptions options, const train::RunOptions& run, 
 namespace oneflow_like {
 
 int OltrainMain(int argc, char** argv, actor::DeviceBackend* device_backend,
-                decltype(actor::SessionOptions::collective_factory) collective_factory) {
+                decltype(actor::SessionOptions::collective_factory) collective_factory,
+                const absl::Status& no_backend_reason) {
   const std::vector<std::string> args(argv + 1, argv + argc);
   absl::StatusOr<train::TrainerFlags> flags = ParseArgs(args);
   if (!flags.ok()) {
@@ -116,6 +117,11 @@ int OltrainMain(int argc, char** argv, actor::DeviceBackend* device_backend,
   if (flags->help) {
     std::cout << train::TrainerUsage();
     return 0;
+  }
+  if (device_backend == nullptr && !no_backend_reason.ok() && flags->options.layout.device != DeviceType::kCpu) {
+    std::cerr << "oltrain: --device=" << DeviceTypeName(flags->options.layout.device)
+              << " was requested, but this process has no backend for it: " << no_backend_reason.message() << "\n";
+    return kExitPreflight;
   }
   flags->options.device_backend = device_backend;
   flags->options.collective_factory = std::move(collective_factory);
