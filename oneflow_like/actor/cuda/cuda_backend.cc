@@ -89,8 +89,10 @@ class CudaBody final : public ActBody {
         Tensor& out = io.outputs[0];
         if (out.dtype() == DataType::kFloat32) return AddInto<float>(io.inputs[0], &out, s);
         if (out.dtype() == DataType::kFloat64) return AddInto<double>(io.inputs[0], &out, s);
-        return absl::InvalidArgumentError(
-            absl::StrCat("sums of ", DataTypeName(out.dtype()), " are not supported on cuda (float32, float64)"));
+        if (out.dtype() == DataType::kInt32) return AddInto<int32_t>(io.inputs[0], &out, s);
+        if (out.dtype() == DataType::kInt64) return AddInto<int64_t>(io.inputs[0], &out, s);
+        return absl::InvalidArgumentError(absl::StrCat("sums of ", DataTypeName(out.dtype()),
+                                                       " are not supported on cuda (float32, float64, int32, int64)"));
       }
       case DeviceTask::Kind::kCopy:
       case DeviceTask::Kind::kHostToDevice:

@@ -158,6 +158,13 @@ absl::Status BiasAdd(const T* x, const std::vector<int64_t>& x_dims, int axis, c
 OL_INSTANTIATE(float)
 OL_INSTANTIATE(double)
 #undef OL_INSTANTIATE
+// Integer sums (the device backend's BOXING_ADD and ACCUMULATE of int32 / int64 registers, as the
+// CPU AddBody sums them); sub, mul and div compile too (integer division truncates; by zero is
+// undefined on the device: no op sends one).
+template absl::Status BroadcastBinary<int32_t>(BinaryOp, const int32_t*, const std::vector<int64_t>&, const int32_t*,
+                                               const std::vector<int64_t>&, int32_t*, cudaStream_t);
+template absl::Status BroadcastBinary<int64_t>(BinaryOp, const int64_t*, const std::vector<int64_t>&, const int64_t*,
+                                               const std::vector<int64_t>&, int64_t*, cudaStream_t);
 
 }  // namespace cuda
 }  // namespace oneflow_like

@@ -10,7 +10,8 @@
 // once. Errors: InvalidArgument for shapes that do not broadcast (naming both shapes and the
 // axis, as the CPU op) or for more than 8 axes left after merging; Internal (naming the kernel)
 // for a launch failure. y may be the same buffer as an input of y's shape (in place), never a
-// partial overlap. T is float or double.
+// partial overlap. T is float or double; BroadcastBinary also int32_t and int64_t (the device
+// backend's integer sums).
 #ifndef ONEFLOW_LIKE_CORE_CUDA_ELEMENTWISE_KERNELS_H_
 #define ONEFLOW_LIKE_CORE_CUDA_ELEMENTWISE_KERNELS_H_
 

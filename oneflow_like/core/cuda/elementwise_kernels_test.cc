@@ -1,5 +1,6 @@
 // CUDA element-wise kernels vs the CPU ops add/sub/mul/div (broadcasting), scalar_add,
 // scalar_mul and bias_add.
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -98,6 +99,28 @@ TEST_F(ElementwiseTest, InPlaceAdd) {
 }
 
 // Host-side validation: runs without a GPU too.
+// Integer add (the device backend's BOXING_ADD / ACCUMULATE of int32 / int64 registers) in
+// place, exact, with wrap-free values near the types' ends.
+template <typename T>
+void CheckIntegerAddInPlace(ElementwiseTest* t) {
+  const int64_t n = 17 * 33;
+  std::vector<T> a(n), b(n), want(n);
+  for (int64_t i = 0; i < n; ++i) {
+    a[i] = static_cast<T>(std::numeric_limits<T>::max() / 2 - i * 7);
+    b[i] = static_cast<T>(i * 3 - 1000);
+    want[i] = static_cast<T>(a[i] + b[i]);
+  }
+  const Tensor ta = Tensor::FromVector<T>(Shape({17, 33}), a), tb = Tensor::FromVector<T>(Shape({17, 33}), b);
+  T* pa = t->Upload<T>(ta);
+  ASSERT_OK(BroadcastBinary<T>(BinaryOp::kAdd, pa, {17, 33}, t->Upload<T>(tb), {17, 33}, pa, t->stream()));
+  t->ExpectEqualValues(t->Download(pa, ta.desc()), Tensor::FromVector<T>(Shape({17, 33}), want),
+                       std::string("integer add ") + DataTypeName(ta.dtype()));
+}
+TEST_F(ElementwiseTest, IntegerAddInPlace) {
+  CheckIntegerAddInPlace<int32_t>(this);
+  CheckIntegerAddInPlace<int64_t>(this);
+}
+
 TEST(ElementwiseShapes, BroadcastDimsMatchesTheCpuRules) {
   EXPECT_EQ(*BroadcastDims({5, 1, 7}, {3, 1}), (std::vector<int64_t>{5, 3, 7}));
   EXPECT_EQ(*BroadcastDims({}, {17, 33}), (std::vector<int64_t>{17, 33}));
