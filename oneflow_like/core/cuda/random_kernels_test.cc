@@ -27,26 +27,26 @@ constexpr double kRanges[][2] = {{-0.1, 0.1}, {-2.0, 3.0}};
 
 TEST_F(RandomTest, UniformWholeAndShard) {
   for (const auto& range : kRanges) {
-  const double low = range[0], high = range[1];
-  for (DataType dt : {DataType::kFloat32, DataType::kFloat64, DataType::kBFloat16, DataType::kFloat16}) {
-    const std::string what = absl::StrCat("random_uniform ", DataTypeName(dt), " [", low, ", ", high, ")");
-    const AttrMap attrs = {{"shape", std::vector<int64_t>{3, 5, 7}}, {"dtype", dt}, {"seed", int64_t{42}},
-                           {"low", low},                               {"high", high}};
-    const Tensor want = cpu().RunOne("random_uniform", {}, attrs);
-    void* y = OutputRaw(want.byte_size());
-    ASSERT_OK(RandomUniform(dt, ShardPosition{{3, 5, 7}, {}, {}}, 42, low, high, y, stream()));
-    ExpectEqualValues(Download(y, want.desc()), want, what);
+    const double low = range[0], high = range[1];
+    for (DataType dt : {DataType::kFloat32, DataType::kFloat64, DataType::kBFloat16, DataType::kFloat16}) {
+      const std::string what = absl::StrCat("random_uniform ", DataTypeName(dt), " [", low, ", ", high, ")");
+      const AttrMap attrs = {{"shape", std::vector<int64_t>{3, 5, 7}}, {"dtype", dt}, {"seed", int64_t{42}},
+                             {"low", low},                               {"high", high}};
+      const Tensor want = cpu().RunOne("random_uniform", {}, attrs);
+      void* y = OutputRaw(want.byte_size());
+      ASSERT_OK(RandomUniform(dt, ShardPosition{{3, 5, 7}, {}, {}}, 42, low, high, y, stream()));
+      ExpectEqualValues(Download(y, want.desc()), want, what);
 
-    // Rows 3..4 of axis 1: the shard's numbers are the logical tensor's.
-    const TensorDesc part{dt, Shape({3, 2, 7})};
-    absl::StatusOr<std::vector<Tensor>> want_part =
-        cpu().RunShard("random_uniform", {}, attrs, {}, {part}, {ShardInfo{Shape({3, 5, 7}), {0, 3, 0}}});
-    ASSERT_OK(want_part.status());
-    void* yp = OutputRaw(part.byte_size());
-    ASSERT_OK(RandomUniform(dt, ShardPosition{{3, 2, 7}, {3, 5, 7}, {0, 3, 0}}, 42, low, high, yp, stream()));
-    ExpectEqualValues(Download(yp, part), (*want_part)[0], what + " shard");
-  }
-  }
+      // Rows 3..4 of axis 1: the shard's numbers are the logical tensor's.
+      const TensorDesc part{dt, Shape({3, 2, 7})};
+      absl::StatusOr<std::vector<Tensor>> want_part =
+          cpu().RunShard("random_uniform", {}, attrs, {}, {part}, {ShardInfo{Shape({3, 5, 7}), {0, 3, 0}}});
+      ASSERT_OK(want_part.status());
+      void* yp = OutputRaw(part.byte_size());
+      ASSERT_OK(RandomUniform(dt, ShardPosition{{3, 2, 7}, {3, 5, 7}, {0, 3, 0}}, 42, low, high, yp, stream()));
+      ExpectEqualValues(Download(yp, part), (*want_part)[0], what + " shard");
+    }
+    }
 }
 
 // Host-side (runs without a GPU): the CPU reference of random_uniform is low + (high - low) * u
