@@ -297,6 +297,11 @@ std::string Levers(const Job& job, const OpRegistry& registry, const Args& a, in
       o->zero_stage = 1;
       return true;
     });
+    variant("ZeRO-2, sharded parameters (--zero_stage=2)", [](train::TrainerOptions* o) {
+      if (o->zero_stage >= 2 || o->layout.dp < 2) return false;
+      o->zero_stage = 2;
+      return true;
+    });
     variant("recompute (--recompute)", [](train::TrainerOptions* o) {
       if (o->recompute || o->model != train::Workload::kGpt) return false;
       o->recompute = true;
@@ -315,6 +320,11 @@ std::string Levers(const Job& job, const OpRegistry& registry, const Args& a, in
     variant("ZeRO-1 (config zero_stage=1)", [](JobConfigProto* c) {
       if (c->zero_stage() >= 1 || !c->has_optimizer()) return false;
       c->set_zero_stage(1);
+      return true;
+    });
+    variant("ZeRO-2, sharded parameters (config zero_stage=2)", [](JobConfigProto* c) {
+      if (c->zero_stage() >= 2 || !c->has_optimizer()) return false;
+      c->set_zero_stage(2);
       return true;
     });
     variant("twice the micro-batches (config micro_batches)", [](JobConfigProto* c) {

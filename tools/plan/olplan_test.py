@@ -76,6 +76,22 @@ class GoldenMlp(unittest.TestCase):
             self.assertGreaterEqual(c["total_seconds"], chosen[0]["total_seconds"])
         self.assertIn("all_gather", run("sbp", "--job", MLP, "--op", "h").stdout)
 
+    def test_a_boxing_feeding_several_readers_is_listed_once(self):
+        # ZeRO-2: each sharded weight is all-gathered once per step and read by its forward matmul
+        # and by the backward's input-gradient matmul; olplan lists (and totals) that boxing once.
+        args = ["--model=mlp", "--width=64", "--depth=3", "--dp=2", "--zero_stage=2"]
+        b = json.loads(run("boxing", *args, "--json").stdout)["boxing"]
+        gathers = [e for e in b if e["pattern"] == "all_gather" and e["tensor"].endswith(".weight")]
+        tensors = [e["tensor"] for e in gathers]
+        self.assertEqual(len(tensors), len(set(tensors)), tensors)
+        self.assertEqual(len(tensors), 3, tensors)
+        shared = [e for e in gathers if e["also_read_by"]]
+        self.assertTrue(shared, gathers)
+        for e in shared:
+            self.assertTrue(all("/grad" in r for r in e["also_read_by"]), e)
+        text = run("boxing", *args).stdout
+        self.assertIn("also read by", text)
+
     def test_boxing_auto_shows_each_lowering_choice(self):
         out = run("boxing", "--model=mlp", "--width=64", "--depth=2", "--dp=2", "--boxing=auto").stdout
         self.assertIn("lowering (--boxing=auto)", out)
@@ -426,6 +442,18 @@ class Levers(unittest.TestCase):
         again = json.loads(run("memory", *args, "--micro_batches=2", "--device-memory", str(limit), "--json").stdout)
         self.assertTrue(all(r["fits"] for r in again["ranks"]))
         self.assertIn("DOES NOT FIT", run("memory", *args, "--device-memory", str(limit)).stdout)
+
+    def test_zero2_is_a_lever_with_its_own_peak(self):
+        args = ["--model=gpt", "--vocab=256", "--seq_len=64", "--n_layer=1", "--n_embd=64", "--n_head=4", "--batch=16",
+                "--dp=2"]
+        zero2 = json.loads(run("memory", *args, "--zero_stage=2", "--json").stdout)["peak_bytes"]
+        m = json.loads(run("memory", *args, "--device-memory", "1", "--json").stdout)
+        lever = [lv for lv in m["levers"] if "zero_stage=2" in lv["lever"]]
+        self.assertEqual(len(lever), 1, m["levers"])
+        self.assertEqual(lever[0]["peak_bytes"], zero2)
+        # already at stage 2: not offered again
+        m2 = json.loads(run("memory", *args, "--zero_stage=2", "--device-memory", "1", "--json").stdout)
+        self.assertFalse([lv for lv in m2["levers"] if "ZeRO" in lv["lever"]], m2["levers"])
 
 
 if __name__ == "__main__":

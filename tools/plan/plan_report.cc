@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
+#include <map>
 #include <set>
 #include <tuple>
 
@@ -258,6 +259,7 @@ std::vector<SbpDecision> SbpDecisions(const PlanProto& plan) {
 
 std::vector<BoxingEntry> BoxingEntries(const PlanProto& plan) {
   std::vector<BoxingEntry> out;
+  std::map<std::string, size_t> index;  // (tensor, from, to, pattern) -> entry
   for (const OpSbpDecisionProto& d : plan.sbp_decisions()) {
     if (d.chosen() < 0 || d.chosen() >= d.candidates_size()) continue;
     const SbpCandidateProto& c = d.candidates(d.chosen());
@@ -266,11 +268,20 @@ std::vector<BoxingEntry> BoxingEntries(const PlanProto& plan) {
       BoxingEntry e;
       e.op_name = d.op_name();
       e.input = ic.input();
+      e.tensor = ic.tensor();
       e.from = NdText(ic.producer_nd_sbp());
       e.to = ic.input() >= 0 && ic.input() < c.inputs_size() ? NdText(c.inputs(ic.input())) : "?";
       e.pattern = ic.boxing();
       e.bytes = ic.bytes();
       e.seconds = ic.seconds();
+      if (!e.tensor.empty() && e.input >= 0) {
+        const std::string key = absl::StrCat(e.tensor, "#", e.from, "#", e.to, "#", e.pattern);
+        auto [it, inserted] = index.emplace(key, out.size());
+        if (!inserted) {
+          out[it->second].also_read_by.push_back(absl::StrCat(e.op_name, " input ", e.input));
+          continue;
+        }
+      }
       out.push_back(std::move(e));
     }
   }
@@ -452,9 +463,12 @@ std::string BoxingText(const std::vector<BoxingEntry>& entries) {
   std::string out = absl::StrFormat("%d boxing transform(s):\n", entries.size());
   double bytes = 0, seconds = 0;
   for (const BoxingEntry& e : entries) {
-    absl::StrAppendFormat(&out, "  %s %s: %s -> %s  %s  %s per device  %s\n", e.op_name,
+    absl::StrAppendFormat(&out, "  %s %s: %s -> %s  %s  %s per device  %s%s\n", e.op_name,
                           e.input < 0 ? std::string("update") : absl::StrCat("input ", e.input), e.from, e.to,
-                          e.pattern, HumanBytes(e.bytes), Seconds(e.seconds));
+                          e.pattern, HumanBytes(e.bytes), Seconds(e.seconds),
+                          e.also_read_by.empty()
+                              ? std::string()
+                              : absl::StrCat("  (", e.tensor, ", also read by ", absl::StrJoin(e.also_read_by, ", "), ")"));
     bytes += e.bytes;
     seconds += e.seconds;
   }
@@ -465,9 +479,13 @@ std::string BoxingText(const std::vector<BoxingEntry>& entries) {
 std::string BoxingJson(const std::vector<BoxingEntry>& entries) {
   std::vector<std::string> rows;
   for (const BoxingEntry& e : entries) {
-    rows.push_back(absl::StrFormat("{\"op\":%s,\"input\":%d,\"from\":%s,\"to\":%s,\"pattern\":%s,\"bytes\":%.9g,\"seconds\":%.9g}",
-                                   Quote(e.op_name), e.input, Quote(e.from), Quote(e.to), Quote(e.pattern), e.bytes,
-                                   e.seconds));
+    std::vector<std::string> readers;
+    for (const std::string& r : e.also_read_by) readers.push_back(Quote(r));
+    rows.push_back(absl::StrFormat(
+        "{\"op\":%s,\"input\":%d,\"tensor\":%s,\"from\":%s,\"to\":%s,\"pattern\":%s,\"bytes\":%.9g,\"seconds\":%.9g,"
+        "\"also_read_by\":[%s]}",
+        Quote(e.op_name), e.input, Quote(e.tensor), Quote(e.from), Quote(e.to), Quote(e.pattern), e.bytes, e.seconds,
+        absl::StrJoin(readers, ",")));
   }
   return absl::StrCat("{\"boxing\":[", absl::StrJoin(rows, ","), "]}\n");
 }

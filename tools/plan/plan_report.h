@@ -104,8 +104,12 @@ struct SbpDecision {
 };
 
 struct BoxingEntry {
-  std::string op_name;   // the consuming op
+  std::string op_name;   // the consuming op (the first, when the boxing feeds several)
   int32_t input = 0;
+  std::string tensor;    // the boxed logical tensor ("" in plans compiled before it was recorded)
+  // Further readers ("op input N") of the same boxing: the lowering boxes a tensor once per
+  // target layout, so it is listed (and counted) once.
+  std::vector<std::string> also_read_by;
   std::string from, to;  // NdSbp of the producer / of the consumer's input
   std::string pattern;   // e.g. all_reduce, all_gather, cross_placement
   double bytes = 0;      // per device, as priced by SBP selection

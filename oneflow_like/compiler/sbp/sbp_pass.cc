@@ -46,10 +46,11 @@ absl::Status CheckFeasible(const Graph& graph, const SbpGraphProblem& p, const s
   return absl::OkStatus();
 }
 
-void SetCommCost(const BoxingQuote& quote, int input, const NdSbp& producer, double rate,
+void SetCommCost(const BoxingQuote& quote, int input, const NdSbp& producer, double rate, const std::string& tensor,
                  SbpCandidateProto* candidate) {
   SbpCandidateProto::InputCommCost* comm = candidate->add_input_comm();
   comm->set_input(input);
+  comm->set_tensor(tensor);
   *comm->mutable_producer_nd_sbp() = producer.ToProto();
   comm->set_boxing(quote.kind);
   comm->set_bytes(quote.bytes * rate);
@@ -91,13 +92,15 @@ OpSbpDecisionProto Explain(const Graph& graph, const SbpGraphProblem& p, const s
       const int row = edge.producer_row[consumes ? choice[edge.producer] : s];
       const int column = edge.consumer_column[consumes ? s : choice[edge.consumer]];
       const BoxingQuote& quote = prices.quote(origin.quotes[static_cast<size_t>(row) * origin.num_columns + column]);
+      const std::string& tensor = graph.tensor(origin.tensor).name;
       if (consumes && origin.consumer.valid()) {
-        SetCommCost(quote, origin.input_index, prices.nd_sbp(origin.row_sbp[row]), origin.rate, proto);
+        SetCommCost(quote, origin.input_index, prices.nd_sbp(origin.row_sbp[row]), origin.rate, tensor, proto);
       } else if (consumes) {  // a variable's update arriving
-        SetCommCost(quote, -1, prices.nd_sbp(origin.row_sbp[row]), origin.rate, proto);
+        SetCommCost(quote, -1, prices.nd_sbp(origin.row_sbp[row]), origin.rate, tensor, proto);
       } else if (!origin.consumer.valid()) {  // this op's output k is a variable's new value
         const NdSbp& variable_layout = *graph.tensor(origin.variable).nd_sbp;
-        SetCommCost(quote, -1 - graph.tensor(origin.tensor).producer_output, variable_layout, origin.rate, proto);
+        SetCommCost(quote, -1 - graph.tensor(origin.tensor).producer_output, variable_layout, origin.rate, tensor,
+                    proto);
       }
     }
     proto->set_total_seconds(proto->compute_seconds() + proto->comm_seconds());
