@@ -22,6 +22,10 @@ ours_tf32="$(OL_CUDA_TF32=1 "$oltrain" --model=gpt --device=cuda $dims --steps=3
 # completion event, a host round trip per act (what they save).
 ours_finish="$("$oltrain" --model=gpt --device=cuda $dims --steps=30 --warmup=5 --stream_ordered=false 2>&1 \
   | tee /dev/stderr | grep RESULT | tail -1)"
+# Without run-ahead (train/run_training.h): the host fetches step n's loss and feeds step n + 1
+# before starting it, so the GPU idles for that bubble every step (what run-ahead saves).
+ours_serial="$("$oltrain" --model=gpt --device=cuda $dims --steps=30 --warmup=5 --run_ahead=false 2>&1 \
+  | tee /dev/stderr | grep RESULT | tail -1)"
 # Two compute streams (weight gradients on the second): registers cross the streams at enqueue
 # with CUDA events, or (OL_CUDA_STREAM_EVENTS=0) when their producer finished.
 ours_two="$("$oltrain" --model=gpt --device=cuda $dims --steps=30 --warmup=5 --compute_streams=2 2>&1 \
@@ -33,6 +37,7 @@ peer="$(python3 tools/gpu/torch_gpt_cuda.py $peer_args 2>&1 | tee /dev/stderr | 
 ours_ms="$(echo "$ours" | sed -n 's/.*median_ms_per_step=\([0-9.]*\).*/\1/p')"
 tf32_ms="$(echo "$ours_tf32" | sed -n 's/.*median_ms_per_step=\([0-9.]*\).*/\1/p')"
 finish_ms="$(echo "$ours_finish" | sed -n 's/.*median_ms_per_step=\([0-9.]*\).*/\1/p')"
+serial_ms="$(echo "$ours_serial" | sed -n 's/.*median_ms_per_step=\([0-9.]*\).*/\1/p')"
 two_ms="$(echo "$ours_two" | sed -n 's/.*median_ms_per_step=\([0-9.]*\).*/\1/p')"
 two_finish_ms="$(echo "$ours_two_finish" | sed -n 's/.*median_ms_per_step=\([0-9.]*\).*/\1/p')"
 peer_ms="$(echo "$peer" | sed -n 's/.*ms_per_step=\([0-9.]*\).*/\1/p')"
@@ -60,6 +65,7 @@ row() {
 row "oneflow_like (oltrain_cuda)" "$ours_ms" "$gflop" "$tokens"
 row "oneflow_like, OL_CUDA_TF32=1 (TF32 matmuls; % of the FP32 peak)" "$tf32_ms" "$gflop" "$tokens"
 row "oneflow_like, --stream_ordered=false (hand-offs at completion)" "$finish_ms" "$gflop" "$tokens"
+row "oneflow_like, --run_ahead=false (each step started after the last loss is fetched)" "$serial_ms" "$gflop" "$tokens"
 row "oneflow_like, --compute_streams=2 (events between the streams)" "$two_ms" "$gflop" "$tokens"
 row "oneflow_like, --compute_streams=2, OL_CUDA_STREAM_EVENTS=0 (across streams at completion)" "$two_finish_ms" "$gflop" "$tokens"
 row "PyTorch eager" "$peer_ms" "$gflop" "$tokens"
