@@ -7,6 +7,9 @@
 #                  --boxing=p2p and --boxing=collective (gloo; gradient buckets --bucket_mb 4 and
 #                  1), torch DDP gloo (tools/bench/peers/ddp_bench.py --workload gpt, one rank
 #                  started per namespace with GLOO_SOCKET_IFNAME = its veth)
+#   W2 zero2       the same with --zero_stage=2 (parameters stored sharded, all-gathered at their
+#                  first use in the next step's forward: docs/distributed.md, "Sharded
+#                  parameters"), p2p and collective 4 MiB; its DDP column repeats W2's
 #   main dp2 x tp2 2 nodes x 2 processes: configs/gpt_4rank.cfg (tp pairs inside a node, dp
 #                  across the link), p2p and collective; DDP has no tensor parallelism, so its
 #                  column is DDP dp=4 of the same model and global batch
@@ -19,8 +22,8 @@
 #                  (torch.distributed: tools/bench/two_node_torch.py allreduce; one tensor, and
 #                  4 MiB buckets back to back)
 #   overlap      = step / max(compute-only, comm-only)   (goal <= 1.15)
-# and where the time goes in rank 0's --timeline of a p2p and a collective run
-# (tools/bench/two_node_timeline.py). About 4-5 minutes with the defaults.
+# and where the time goes in rank 0's --timeline of a p2p and a collective run, with and without
+# --zero_stage=2 (tools/bench/two_node_timeline.py). About 8 minutes with --rounds 2 on a quiet machine.
 #
 # Usage (root): tools/bench/two_node_bench.sh [--rounds 3] [--steps 12] [--no-timeline]
 #   OLTRAIN=/path/to/oltrain  skip the build (else bazel -c opt build //tools/train:oltrain)
@@ -37,7 +40,7 @@ while [ $# -gt 0 ]; do
     --rounds) rounds="$2"; shift 2 ;;
     --steps) steps="$2"; shift 2 ;;
     --no-timeline) timeline=0; shift ;;
-    -h|--help) sed -n '2,28p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,31p' "$0"; exit 0 ;;
     *) echo "two_node_bench: unknown argument '$1' (see --help)" >&2; exit 2 ;;
   esac
 done
@@ -158,6 +161,8 @@ for r in $(seq 1 "$rounds"); do
       record w2_p2p "$(ours 1 "$work/w2_p2p.$r" "${w2_ours[@]}" --boxing=p2p)" "$r"
       record w2_coll "$(ours 1 "$work/w2_coll.$r" "${w2_ours[@]}" --boxing=collective --bucket_mb=4)" "$r"
       record w2_coll1 "$(ours 1 "$work/w2_coll1.$r" "${w2_ours[@]}" --boxing=collective --bucket_mb=1)" "$r"
+      record w2_z2 "$(ours 1 "$work/w2_z2.$r" "${w2_ours[@]}" --boxing=p2p --zero_stage=2)" "$r"
+      record w2_z2coll "$(ours 1 "$work/w2_z2coll.$r" "${w2_ours[@]}" --boxing=collective --bucket_mb=4 --zero_stage=2)" "$r"
       record main_p2p "$(ours 2 "$work/main_p2p.$r" "${main_ours[@]}" --boxing=p2p)" "$r"
       record main_coll "$(ours 2 "$work/main_coll.$r" "${main_ours[@]}" --boxing=collective --bucket_mb=4)" "$r"
     else
@@ -181,9 +186,11 @@ for r in $(seq 1 "$rounds"); do
   record comm_buckets "$(sed -n 's/.*bucket_ms median=\([0-9.]*\).*/\1/p' <<<"$line")" "$r"
 done
 if [ "$timeline" = 1 ]; then
-  for k in p2p coll; do
-    b=p2p; [ "$k" = p2p ] || b=collective
-    record "w2_${k}_timeline" "$(ours 1 "$work/w2_${k}_timeline" "${w2_ours[@]}" --boxing=$b --timeline="$work/timeline_$k")" tl
+  for k in p2p coll z2 z2coll; do
+    b=p2p z=0
+    case $k in coll) b=collective ;; z2) z=2 ;; z2coll) b=collective z=2 ;; esac
+    record "w2_${k}_timeline" "$(ours 1 "$work/w2_${k}_timeline" "${w2_ours[@]}" --boxing=$b --zero_stage=$z \
+      --timeline="$work/timeline_$k")" tl
   done
 fi
 echo "== load after: $(cut -d' ' -f1-3 /proc/loadavg)"
@@ -196,16 +203,20 @@ echo "== 2 nodes (network namespaces) over a veth link, htb $NETNS_PAIR_RATE eac
 echo "   processes share this machine's $cores cores. ms/step: median over $rounds round(s) of each run's median (ours: the"
 echo "   $((steps - 3)) steps after 3 warm-up; DDP: 5 reps x 3 (W2) or 4 (main) steps after 3 warm-up); ratio = ours / DDP"
 printf '%-33s %9s %11s %11s %10s %8s %8s %8s\n' "layout" "ours p2p" "coll 4MiB" "coll 1MiB" "torch DDP" "p2p/DDP" "c4/DDP" "c1/DDP"
-for row in w2 main; do
-  if [ "$row" = w2 ]; then name="W2 dp=2 (2 nodes x 1 proc)"; d=w2_ddp; c1="$(med w2_coll1)"
-  else name="main dp2 x tp2 (2 nodes x 2 procs)"; d=main_ddp4; c1="-"; fi
-  a="$(med ${row}_p2p)" b="$(med ${row}_coll)" c="$(med $d)"
+for row in w2 w2z2 main; do
+  case $row in
+    w2) name="W2 dp=2 (2 nodes x 1 proc)"; d=w2_ddp; c1="$(med w2_coll1)"; a="$(med w2_p2p)" b="$(med w2_coll)" ;;
+    w2z2) name="W2 dp=2 --zero_stage=2"; d=w2_ddp; c1="-"; a="$(med w2_z2)" b="$(med w2_z2coll)" ;;
+    main) name="main dp2 x tp2 (2 nodes x 2 procs)"; d=main_ddp4; c1="-"; a="$(med main_p2p)" b="$(med main_coll)" ;;
+  esac
+  c="$(med $d)"
   printf '%-33s %9s %11s %11s %10s %8s %8s %8s\n' "$name" "$a" "$b" "$c1" "$c" "$(ratio "$a" "$c")" "$(ratio "$b" "$c")" \
     "$([ "$c1" = - ] && echo - || ratio "$c1" "$c")"
 done
 echo "   coll = --boxing=collective (gloo) with --bucket_mb 4 / 1. Main row: configs/gpt_4rank.cfg (GPT 2 x 128, seq 64,"
 echo "   batch 16, 2 micro-batches), ranks {0,1} = one tp pair on node 0, {2,3} on node 1 (dp crosses the link). Its DDP"
 echo "   column is DDP dp=4 (2 processes per node) of the same model and global batch: DDP has no tensor parallelism."
+echo "   zero2 row: W2 with --zero_stage=2 (parameters sharded, all-gathered in the next forward); DDP column = W2's."
 echo
 compute="$(med compute_two)" alone="$(med compute_alone)" comm="$(med comm_one)" commb="$(med comm_buckets)"
 echo "== overlap, W2 dp=2 over the link (goal: step / max(compute-only, comm-only) <= 1.15)"
@@ -217,15 +228,16 @@ echo "  comm-only (torch gloo all_reduce of $grad_bytes B between the namespaces
 echo "  $commb ms as 4 MiB buckets back to back"
 bound="$(awk -v a="$compute" -v b="$comm" 'BEGIN { print (a > b ? a : b) }')"
 fig() { awk -v s="$1" -v b="$2" 'BEGIN { if (s == "nan" || b == "nan") print "nan"; else printf "%.2f", s / b }'; }
-for k in p2p coll coll1 ddp; do
-  case $k in p2p) n="ours p2p";; coll) n="ours coll 4MiB";; coll1) n="ours coll 1MiB";; ddp) n="torch DDP";; esac
+for k in p2p coll coll1 z2 z2coll ddp; do
+  case $k in p2p) n="ours p2p";; coll) n="ours coll 4MiB";; coll1) n="ours coll 1MiB";; z2) n="zero2 p2p";;
+    z2coll) n="zero2 coll 4MiB";; ddp) n="torch DDP";; esac
   s="$(med w2_$k)" o="$(fig "$(med w2_$k)" "$bound")"
   v="$(awk -v o="$o" 'BEGIN { if (o == "nan") print "no result"; else print (o <= 1.15 ? "meets 1.15" : "MISSES 1.15") }')"
   printf '  %-15s step %8s ms / max(%s, %s) = %s   %s   (with the compute-only alone: %s)\n' "$n" "$s" "$compute" "$comm" \
     "$o" "$v" "$(fig "$s" "$(awk -v a="$alone" -v b="$comm" 'BEGIN { print (a > b ? a : b) }')")"
 done
 if [ "$timeline" = 1 ]; then
-  for k in p2p coll; do
+  for k in p2p coll z2 z2coll; do
     [ -f "$work/timeline_$k/timeline.rank0.json" ] || continue
     echo
     echo "== where the time goes: rank 0 of W2 dp=2, $k, --timeline (that run: $(med w2_${k}_timeline) ms/step; ms from the step's start)"

@@ -13,6 +13,11 @@ collective boxing, it prints in ms from the step's start:
   link       comm done - comm 1st (the time the gradient exchange occupied the link)
   idle       step - busy: the time the rank waited (communication compute did not hide, wake-ups)
   tail       step end - comm done (optimizer updates, the next step's start)
+  gather 1st, gather done  (--zero_stage=2 runs only) the parameters' all-gather for this step's
+             forward: p2p the first "send ready" / last "receive ready" of a parameter register
+             ('wte', 'wpe', '*.weight', '*.bias'); collective the first start / last end of a
+             parameter's all_gather call; negative: before the step's first input source (the
+             previous step's updates release them)
 (With p2p, wte's gradient needs the peer's embedding gradients, which queue behind the weight
 gradients on the link: "bwd end" then moves with "comm done".)
 then the medians over the steps after --skip and, for collective runs, each bucket's start and
@@ -39,6 +44,15 @@ def is_grad_comm(e):
     if e["cat"] == "COLLECTIVE":
         return "grad_bucket" in name or ("/grad" in name and "embed" not in name)
     return False
+
+
+PARAM = r"(wte|wpe|[^'@]*\.(weight|bias))"
+
+
+def is_param_gather(e):
+    if e["cat"] == "COLLECTIVE":
+        return re.match(PARAM + r"\.all_gather", e["name"]) is not None
+    return re.match(r"(send|receive) ready '" + PARAM + "@", e["name"]) is not None
 
 
 def main():
@@ -68,6 +82,10 @@ def main():
         sends = [e["ts"] for e in win if re.match(r"send ready '.*/grad", e["name"])]
         sent = sum(e["args"].get("bytes", 0) for e in win if e["name"].startswith("send ready"))
         recvs = [e["ts"] + e["dur"] for e in win if re.match(r"receive ready '.*/grad", e["name"])]
+        # This step's gathers end before its loss; they may start before t0 (the previous step's updates
+        # release them before the next input source fires).
+        loss_t = min((e["ts"] for e in win if e["cat"] == "SINK"), default=t1)
+        gathers = [e for e in events if is_param_gather(e) and t0 - (t1 - t0) / 3 <= e["ts"] + e["dur"] <= loss_t]
         if coll:
             c1, cd = min(e["ts"] for e in coll), max(e["ts"] + e["dur"] for e in coll)
             for e in coll:
@@ -84,10 +102,17 @@ def main():
                          busy=sum(e["dur"] for e in compute) / 1e3, c1=ms(c1), cd=ms(cd), link=(cd - c1) / 1e3,
                          tail=(t1 - cd) / 1e3, sent=sent))
         rows[-1]["idle"] = rows[-1]["step"] - rows[-1]["busy"]
+        if gathers:
+            rows[-1]["g1"] = ms(min(e["ts"] for e in gathers))
+            rows[-1]["gd"] = ms(max(e["ts"] + e["dur"] for e in gathers))
     if not rows:
         sys.exit("two_node_timeline: no complete steps after --skip %d in %s" % (a.skip, a.timeline))
     cols = ["step", "loss", "bwd", "busy", "idle", "c1", "cd", "link", "tail"]
     head = ["step", "loss", "bwd end", "busy", "idle", "comm 1st", "comm done", "link", "tail"]
+    zero2 = all("g1" in r for r in rows)
+    if zero2:
+        cols += ["g1", "gd"]
+        head += ["gather 1st", "gather done"]
     print("  " + " ".join("%9s" % h for h in ["", *head]))
     for i, r in enumerate(rows):
         print("  " + " ".join(["%9s" % ("step %d" % (a.skip + i))] + ["%9.1f" % r[c] for c in cols]))
@@ -108,7 +133,14 @@ def main():
           "occupies it %.1f ms%s, until %.1f; %.1f ms after it (optimizer). The rank computes %.1f ms of the "
           "%.1f ms step and waits %.1f."
           % (med["c1"], med["loss"], med["link"], rate, med["cd"], med["tail"], med["busy"], med["step"], med["idle"]))
-    if a.comm_ms and a.compute_ms:
+    if zero2:
+        print("  => zero_stage=2: the parameters' all-gathers for this step start %.1f ms in and the last arrives at "
+              "%.1f (forward done at %.1f); the gradients' reduce-scatter runs %.1f -> %.1f."
+              % (med["g1"], med["gd"], med["loss"], med["c1"], med["cd"]))
+        if a.comm_ms and a.compute_ms:
+            print("  => with half the bytes in each pass the bound is about max(forward, comm-only / 2) + max(backward, "
+                  "comm-only / 2); measured overlap %.2f" % (med["step"] / max(a.compute_ms, a.comm_ms)))
+    elif a.comm_ms and a.compute_ms:
         bound = med["c1"] + a.comm_ms
         print("  => while the gradients cross only after forward (the first is ready %.1f ms in), a step takes about "
               "%.1f + comm-only %.1f = %.1f ms: overlap ~ %.1f / max(%.1f, %.1f) = %.2f (measured step: %.2f)"
