@@ -2,9 +2,16 @@
 // kept / reduced axes merged, as the CPU kernel) and splits them into a kept index space (the
 // output elements) and a reduced index space, each with x strides. Inner axis reduced: one
 // block per output element, threads over the reduced space (contiguous reads), a block tree
-// sum. Inner axis kept: one thread per output element looping over the reduced space (adjacent
-// threads read adjacent elements: coalesced), e.g. a bias gradient x[R, C] -> y[C].
+// sum. Inner axis kept (e.g. a bias gradient x[R, C] -> y[C]): blocks of 1024 threads, `tile`
+// adjacent output columns by 1024 / tile row lanes (reads coalesced along the columns); lane t
+// sums rows t, t + lanes, ... (four loads in flight), then the lanes' partial sums are added in
+// lane order in shared memory, so the result is deterministic for a given shape. The tile is 32
+// columns, narrowed to 16 or 8 when too few blocks would keep the GPU busy. (One thread per
+// column looping over every row, as before, left a [4096, 768] bias gradient on 3 SMs, one load
+// in flight each: 1.7 ms on an H200, against ~15 us now.)
 #include "oneflow_like/core/cuda/reduce_kernels.h"
+
+#include <limits>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -47,13 +54,42 @@ __global__ void RowsKernel(const T* x, Space kept, Space red, T scale, T* y) {
   }
 }
 
+constexpr int kColumnBlock = 1024;  // threads per block of ColumnsKernel
+
+// Offset of reduced element r: one strided axis (the usual case) without the div / mod walk.
+__device__ __forceinline__ int64_t ReducedOffset(const Space& red, int64_t r) {
+  return red.rank == 1 ? r * red.strides[0] : Offset(red, r);
+}
+
+// blockDim (tile, kColumnBlock / tile); gridDim.x tiles of the kept space's inner (stride 1)
+// axis, gridDim.y (grid-stride) its outer kept index.
 template <typename T>
-__global__ void ColumnsKernel(const T* x, Space kept, Space red, T scale, T* y) {
-  OL_GRID_STRIDE_LOOP(o, kept.count) {
-    const T* base = x + Offset(kept, o);
-    T acc = 0;
-    for (int64_t r = 0; r < red.count; ++r) acc += base[Offset(red, r)];
-    y[o] = acc * scale;
+__global__ void ColumnsKernel(const T* x, Space kept, Space red, int64_t inner, T scale, T* y) {
+  __shared__ T part[kColumnBlock + 128];  // lanes x (tile + 1): padded against bank conflicts
+  const int tile = blockDim.x, lanes = blockDim.y;
+  const int64_t col = static_cast<int64_t>(blockIdx.x) * tile + threadIdx.x;
+  const int64_t outer_count = kept.count / inner;
+  for (int64_t outer = blockIdx.y; outer < outer_count; outer += gridDim.y) {
+    T a0 = 0, a1 = 0, a2 = 0, a3 = 0;
+    if (col < inner) {
+      const T* base = x + Offset(kept, outer * inner) + col;
+      int64_t r = threadIdx.y;
+      for (; r + 3 * lanes < red.count; r += 4 * lanes) {
+        a0 += base[ReducedOffset(red, r)];
+        a1 += base[ReducedOffset(red, r + lanes)];
+        a2 += base[ReducedOffset(red, r + 2 * lanes)];
+        a3 += base[ReducedOffset(red, r + 3 * lanes)];
+      }
+      for (; r < red.count; r += lanes) a0 += base[ReducedOffset(red, r)];
+    }
+    part[threadIdx.y * (tile + 1) + threadIdx.x] = (a0 + a1) + (a2 + a3);
+    __syncthreads();
+    if (threadIdx.y == 0 && col < inner) {
+      T acc = 0;
+      for (int t = 0; t < lanes; ++t) acc += part[t * (tile + 1) + threadIdx.x];
+      y[outer * inner + col] = acc * scale;
+    }
+    __syncthreads();
   }
 }
 
@@ -121,8 +157,18 @@ absl::Status Reduce(const T* x, const std::vector<int64_t>& x_dims, const std::v
     RowsKernel<T><<<internal::RowBlocks(kept_space.count), threads, 0, stream>>>(x, kept_space, red_space, scale, y);
     return CudaLaunchStatus("reduce rows");
   }
+  // The inner axis is kept, so kept_space's last axis has stride 1 and y is row-major over it.
+  const int64_t inner = kept_space.rank > 0 ? kept_space.dims[kept_space.rank - 1] : 1;  // rank 0: x is one element
+  const int64_t outer = kept_space.count / inner;
+  int tile = 32;  // narrower tiles when 32-wide ones would give fewer than ~2 blocks per SM
+  while (tile > 8 && ((inner + tile - 1) / tile) * outer < 256) tile /= 2;
+  const int64_t tiles = (inner + tile - 1) / tile;
+  if (tiles > std::numeric_limits<int>::max()) {
+    return absl::InvalidArgumentError(absl::StrCat("cuda reduce: ", inner, " kept columns is too many"));
+  }
+  const dim3 grid(static_cast<unsigned>(tiles), static_cast<unsigned>(outer < 65535 ? outer : 65535));
   ClearLastError();
-  ColumnsKernel<T><<<GridFor(kept_space.count), kThreads, 0, stream>>>(x, kept_space, red_space, scale, y);
+  ColumnsKernel<T><<<grid, dim3(tile, kColumnBlock / tile), 0, stream>>>(x, kept_space, red_space, inner, scale, y);
   return CudaLaunchStatus("reduce columns");
 }
 

@@ -27,6 +27,9 @@ const std::vector<ReduceCase>& Cases() {
       {{17, 33}, {0}},     {{17, 33}, {1}},     {{1, 1}, {}},         {{1, 1}, {0}},
       {{3, 1, 7}, {1}},    {{1000, 3}, {0}},    {{3, 1000}, {1}},     {{2, 3, 4, 5}, {0, 2}},
       {{0, 5}, {0}},
+      // The column kernel's paths: rows not a multiple of its 4 x lanes, narrowed tiles, an outer
+      // kept axis, two reduced and two kept axis runs (the general offset walk), a bias gradient.
+      {{4100, 40}, {0}},   {{2, 700, 300}, {1}}, {{6, 257, 2, 33}, {0, 2}}, {{4096, 96}, {0}},
   };
   return *cases;
 }
