@@ -13,27 +13,29 @@ oltrain="${OLTRAIN_CUDA:-$pack/tools/oltrain_cuda}"
 olplan="${OLPLAN:-$pack/tools/olplan}"
 dims="${DIMS:---vocab=8192 --seq_len=512 --n_layer=12 --n_embd=768 --n_head=12 --batch=8}"
 peak_tflops=67
+# Each run gets RUN_TIMEOUT_S (default 90): a hang costs one row, not the whole device call.
+run_timeout="${RUN_TIMEOUT_S:-90}"
 if ! nvidia-smi -L >/dev/null 2>&1; then echo "gpt_step_bench: no GPU visible; skipped"; exit 0; fi
 [ -x "$oltrain" ] || { echo "gpt_step_bench: $oltrain missing (pack.sh carries it)"; exit 0; }
-ours="$("$oltrain" --model=gpt --device=cuda $dims --steps=30 --warmup=5 2>&1 | tee /dev/stderr | grep RESULT | tail -1)"
-ours_tf32="$(OL_CUDA_TF32=1 "$oltrain" --model=gpt --device=cuda $dims --steps=30 --warmup=5 2>&1 | tee /dev/stderr \
+ours="$(timeout "$run_timeout" "$oltrain" --model=gpt --device=cuda $dims --steps=30 --warmup=5 2>&1 | tee /dev/stderr | grep RESULT | tail -1)"
+ours_tf32="$(OL_CUDA_TF32=1 timeout "$run_timeout" "$oltrain" --model=gpt --device=cuda $dims --steps=30 --warmup=5 2>&1 | tee /dev/stderr \
   | grep RESULT | tail -1)"
 # Without stream-ordered hand-offs (actor/stream_ordered.h): every kernel waits for its producer's
 # completion event, a host round trip per act (what they save).
-ours_finish="$("$oltrain" --model=gpt --device=cuda $dims --steps=30 --warmup=5 --stream_ordered=false 2>&1 \
+ours_finish="$(timeout "$run_timeout" "$oltrain" --model=gpt --device=cuda $dims --steps=30 --warmup=5 --stream_ordered=false 2>&1 \
   | tee /dev/stderr | grep RESULT | tail -1)"
 # Without run-ahead (train/run_training.h): the host fetches step n's loss and feeds step n + 1
 # before starting it, so the GPU idles for that bubble every step (what run-ahead saves).
-ours_serial="$("$oltrain" --model=gpt --device=cuda $dims --steps=30 --warmup=5 --run_ahead=false 2>&1 \
+ours_serial="$(timeout "$run_timeout" "$oltrain" --model=gpt --device=cuda $dims --steps=30 --warmup=5 --run_ahead=false 2>&1 \
   | tee /dev/stderr | grep RESULT | tail -1)"
 # Two compute streams (weight gradients on the second): registers cross the streams at enqueue
 # with CUDA events, or (OL_CUDA_STREAM_EVENTS=0) when their producer finished.
-ours_two="$("$oltrain" --model=gpt --device=cuda $dims --steps=30 --warmup=5 --compute_streams=2 2>&1 \
+ours_two="$(timeout "$run_timeout" "$oltrain" --model=gpt --device=cuda $dims --steps=30 --warmup=5 --compute_streams=2 2>&1 \
   | tee /dev/stderr | grep RESULT | tail -1)"
-ours_two_finish="$(OL_CUDA_STREAM_EVENTS=0 "$oltrain" --model=gpt --device=cuda $dims --steps=30 --warmup=5 \
+ours_two_finish="$(OL_CUDA_STREAM_EVENTS=0 timeout "$run_timeout" "$oltrain" --model=gpt --device=cuda $dims --steps=30 --warmup=5 \
   --compute_streams=2 2>&1 | tee /dev/stderr | grep RESULT | tail -1)"
 peer_args="$(echo "$dims" | sed 's/=/ /g')"
-peer="$(python3 tools/gpu/torch_gpt_cuda.py $peer_args 2>&1 | tee /dev/stderr | grep RESULT | tail -1)"
+peer="$(timeout "$run_timeout" python3 tools/gpu/torch_gpt_cuda.py $peer_args 2>&1 | tee /dev/stderr | grep RESULT | tail -1)"
 ours_ms="$(echo "$ours" | sed -n 's/.*median_ms_per_step=\([0-9.]*\).*/\1/p')"
 tf32_ms="$(echo "$ours_tf32" | sed -n 's/.*median_ms_per_step=\([0-9.]*\).*/\1/p')"
 finish_ms="$(echo "$ours_finish" | sed -n 's/.*median_ms_per_step=\([0-9.]*\).*/\1/p')"

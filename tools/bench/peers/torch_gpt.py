@@ -82,7 +82,7 @@ class Gpt(nn.Module):
         self.lm_head = nn.Linear(d.n_embd, d.vocab, bias=False)
 
     def forward(self, idx, targets):
-        x = self.wte(idx) + self.wpe(torch.arange(idx.shape[1]))
+        x = self.wte(idx) + self.wpe(torch.arange(idx.shape[1], device=idx.device))
         for block in self.blocks:
             x = block(x)
         logits = self.lm_head(self.ln_f(x))
