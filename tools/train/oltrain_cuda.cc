@@ -8,6 +8,9 @@
 // OL_CUDA_TF32=1 lets float32 matmuls use TF32 tensor cores (default: full FP32).
 // OL_CUDA_STREAM_EVENTS=0: registers cross the streams of the GPU when their producer finished,
 // not at enqueue with a CUDA event (actor/stream_ordered.h; to compare the two).
+// OL_CUDA_CHECK_INDICES=0: no range check of embedding ids / cross-entropy labels (each check
+// synchronizes its stream). OL_CUDA_SPIN_COMPLETIONS=1: the completion threads spin instead of
+// sleeping on each act's event (cuda_backend.h).
 // Without a visible GPU a cuda job fails naming CUDA's reason; cpu jobs are unaffected.
 // COLLECTIVE tasks run through NCCL (comm/nccl_collective.h) on that GPU; gloo is not used.
 #include <cstdlib>
@@ -38,6 +41,10 @@ int main(int argc, char** argv) {
   }
   const char* events = std::getenv("OL_CUDA_STREAM_EVENTS");
   if (events != nullptr && std::string(events) == "0") (*cuda)->set_stream_events(false);
+  const char* checks = std::getenv("OL_CUDA_CHECK_INDICES");
+  if (checks != nullptr && std::string(checks) == "0") (*cuda)->set_check_indices(false);
+  const char* spin = std::getenv("OL_CUDA_SPIN_COMPLETIONS");
+  if (spin != nullptr && std::string(spin) == "1") (*cuda)->set_spin_completions(true);
   // COLLECTIVE tasks of cuda plans through NCCL on this process's GPU (one GPU per process, as
   // olrun starts them: several ranks of one process would share the GPU, which NCCL refuses).
   auto nccl = [device](oneflow_like::comm::RendezvousStore* store, int32_t rank, int32_t world)

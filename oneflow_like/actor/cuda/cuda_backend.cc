@@ -83,6 +83,7 @@ class CudaBody final : public ActBody {
         ctx.stream = s;
         ctx.cublas = stream.cublas.get();
         ctx.allow_tf32 = backend_->allow_tf32();
+        ctx.check_indices = backend_->check_indices();
         return (*kernel_)(ctx);
       }
       case DeviceTask::Kind::kAdd: {
@@ -176,7 +177,8 @@ absl::StatusOr<CudaBackend::Stream*> CudaBackend::StreamFor(int32_t device, int3
     // Stream -1 (the backend's own synchronous copies) reports no completions: no thread.
     slot = std::make_unique<Stream>(
         Stream{std::move(stream), std::move(cublas),
-               stream_id >= 0 ? std::make_unique<StreamCompletions>(device + device_offset_) : nullptr});
+               stream_id >= 0 ? std::make_unique<StreamCompletions>(device + device_offset_, !spin_completions_.load())
+                              : nullptr});
   }
   return slot.get();
 }

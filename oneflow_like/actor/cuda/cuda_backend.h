@@ -92,12 +92,23 @@ class CudaBackend final : public DeviceBackend {
   absl::Status Use(int32_t device) const;  // cudaSetDevice(device + offset) on this thread
   const cuda::CudaKernelTable& kernels() const { return kernels_; }
   bool allow_tf32() const { return allow_tf32_; }
+  // Embedding / cross-entropy range checks of ids and labels (op_kernels.h: each synchronizes
+  // its stream); on by default. oltrain_cuda: OL_CUDA_CHECK_INDICES=0 turns them off.
+  bool check_indices() const { return check_indices_.load(); }
+  void set_check_indices(bool on) { check_indices_.store(on); }
+  // How the completion threads wait for events (before the first stream is made): sleeping
+  // (cudaEventBlockingSync, the default) or, with spin, the device's schedule (spinning when
+  // the process has fewer CUDA contexts than cores): lower latency per completion, one busy
+  // core per stream. oltrain_cuda: OL_CUDA_SPIN_COMPLETIONS=1.
+  void set_spin_completions(bool on) { spin_completions_.store(on); }
 
  private:
   CudaBackend(int32_t device_offset, bool allow_tf32) : device_offset_(device_offset), allow_tf32_(allow_tf32) {}
   int32_t device_offset_ = 0;
   bool allow_tf32_ = false;
   std::atomic<bool> stream_events_{true};
+  std::atomic<bool> check_indices_{true};
+  std::atomic<bool> spin_completions_{false};
   int device_count_ = 0;
   cuda::CudaKernelTable kernels_;
   std::mutex mu_;

@@ -8,8 +8,10 @@
 namespace oneflow_like {
 namespace actor {
 
-StreamCompletions::StreamCompletions(int device_ordinal)
-    : device_ordinal_(device_ordinal), thread_([this] { Loop(); }) {}
+StreamCompletions::StreamCompletions(int device_ordinal, bool blocking_sync)
+    : device_ordinal_(device_ordinal),
+      event_flags_(cudaEventDisableTiming | (blocking_sync ? cudaEventBlockingSync : 0u)),
+      thread_([this] { Loop(); }) {}
 
 StreamCompletions::~StreamCompletions() {
   {
@@ -33,7 +35,7 @@ absl::Status StreamCompletions::Add(cudaStream_t stream, Callback done) {
   }
   if (event == nullptr) {
     RETURN_IF_ERROR(cuda::CudaStatus(
-        cudaEventCreateWithFlags(&event, cudaEventDisableTiming | cudaEventBlockingSync), "cudaEventCreateWithFlags"));
+        cudaEventCreateWithFlags(&event, event_flags_), "cudaEventCreateWithFlags"));
   }
   {
     // Recorded and queued under one lock, so two callers on one stream queue in record order.

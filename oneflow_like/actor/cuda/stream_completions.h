@@ -41,7 +41,10 @@ class StreamCompletions {
   using Callback = std::function<void(const absl::Status&)>;
 
   // `device_ordinal`: the CUDA device of the streams passed to Add (the thread selects it).
-  explicit StreamCompletions(int device_ordinal);
+  // `blocking_sync` false: events without cudaEventBlockingSync, so the thread waits as the
+  // device's schedule flags say (by default it spins while the process has fewer CUDA contexts
+  // than cores): a shorter wake-up per completion for one busy core.
+  explicit StreamCompletions(int device_ordinal, bool blocking_sync = true);
   ~StreamCompletions();
   StreamCompletions(const StreamCompletions&) = delete;
   StreamCompletions& operator=(const StreamCompletions&) = delete;
@@ -64,6 +67,7 @@ class StreamCompletions {
   void Loop();
 
   const int device_ordinal_;
+  const unsigned event_flags_;
   mutable std::mutex mu_;
   std::condition_variable cv_;
   std::deque<Pending> pending_;
