@@ -36,7 +36,6 @@ for round in 1 2; do
   variant "OL_CUDA_SPIN_COMPLETIONS=1 (completion threads spin)" OL_CUDA_SPIN_COMPLETIONS=1 --
   variant "--reuse_memory=false" X=1 -- --reuse_memory=false
   variant "OL_CUDA_CHECK_INDICES=0 (no id / label range checks)" OL_CUDA_CHECK_INDICES=0 --
-  variant "OL_CUDA_TF32=1" OL_CUDA_TF32=1 --
 done
 rm -rf /tmp/ol_timeline && mkdir -p /tmp/ol_timeline
 timeout 90 "$oltrain" --model=gpt --device=cuda $dims --steps=6 --warmup=2 --timeline=/tmp/ol_timeline \
