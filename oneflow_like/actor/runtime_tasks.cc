@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "oneflow_like/actor/collective_body.h"
+#include "oneflow_like/actor/holder_body.h"
 #include "oneflow_like/actor/runtime.h"
 #include "oneflow_like/core/attr_proto.h"
 #include "oneflow_like/core/initializer.h"
@@ -322,7 +323,10 @@ absl::StatusOr<Runtime::TaskSetup> Runtime::SetUpTask(const TaskProto& task, int
         for (InputPort& in : spec->inputs) in.back_edge = true;
         setup.step_events = 1 + (spec->inputs.empty() ? 0 : 1);
         if (on_device) {
-          ASSIGN_OR_RETURN(setup.body, device_body(DeviceTask::Kind::kCopy));
+          // Finishes at once when there is nothing to copy (holder_body.h): no drain of the
+          // stream before each read of a weight.
+          ASSIGN_OR_RETURN(std::unique_ptr<ActBody> copy, device_body(DeviceTask::Kind::kCopy));
+          setup.body = std::make_unique<HolderDeviceBody>(std::move(copy));
         } else {
           setup.body = std::make_unique<CopyBody>();
         }
