@@ -15,6 +15,8 @@ dims="${DIMS:---vocab=8192 --seq_len=512 --n_layer=12 --n_embd=768 --n_head=12 -
 peak_tflops=67
 # Each run gets RUN_TIMEOUT_S (default 90): a hang costs one row, not the whole device call.
 run_timeout="${RUN_TIMEOUT_S:-90}"
+# The pack's libraries (run_checks.sh exports them too; this makes a direct run work).
+export LD_LIBRARY_PATH="$(dirname "$oltrain")/../lib:/usr/local/cuda/lib64${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 if ! nvidia-smi -L >/dev/null 2>&1; then echo "gpt_step_bench: no GPU visible; skipped"; exit 0; fi
 [ -x "$oltrain" ] || { echo "gpt_step_bench: $oltrain missing (pack.sh carries it)"; exit 0; }
 ours="$(timeout "$run_timeout" "$oltrain" --model=gpt --device=cuda $dims --steps=30 --warmup=5 2>&1 | tee /dev/stderr | grep RESULT | tail -1)"
