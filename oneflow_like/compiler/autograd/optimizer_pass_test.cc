@@ -277,17 +277,19 @@ TEST(OptimizerPassTest, ZeroTwoPinsTheParameterAndGathersForItsConsumers) {
   EXPECT_EQ(ZeroGatheredLayout(NdSbp({Sbp::Split(0), Sbp::Split(1)})), NdSbp({Sbp::Broadcast(), Sbp::Split(1)}));
 }
 
-TEST(OptimizerPassTest, ZeroTwoOnADataAndTensorParallelBlock) {
+// A 2-axis mesh: ZeRO-2 is ZeRO-1 there (optimizer_pass.cc, ZeroGathersParameter): state
+// sharded, the parameters and their readers left to the SBP solver.
+TEST(OptimizerPassTest, ZeroTwoOnADataAndTensorParallelBlockIsZeroOne) {
   auto registry = BuiltinRegistry();
   Graph g = ParseOrDie(testing::kGptBlockText, *registry);
   g.mutable_config()->set_zero_stage(2);
   ASSERT_TRUE(RunTrainingPasses(&g, true).ok());  // the verifier checks every pin against its shape
   auto pin = [&](const std::string& p) { return g.tensor(g.FindTensor(p)).pinned_nd_sbp; };
-  EXPECT_EQ(pin("w_qkv"), NdSbp({Sbp::Split(0), Sbp::Split(1)}));  // keeps its tensor-parallel axis 1
-  EXPECT_EQ(pin("ln1_g"), NdSbp({Sbp::Split(0), Sbp::Broadcast()}));
-  EXPECT_EQ(pin("w_head"), std::nullopt);  // frozen: no update, not sharded
-  const OpNode& qkv = g.op(g.FindOp("qkv"));
-  EXPECT_EQ(qkv.pinned_input_nd_sbp.at(1), NdSbp({Sbp::Broadcast(), Sbp::Split(1)}));
+  EXPECT_EQ(pin("w_qkv"), NdSbp({Sbp::Broadcast(), Sbp::Split(1)}));  // the user's pin, not Z
+  EXPECT_EQ(pin("ln1_g"), std::nullopt);
+  EXPECT_EQ(pin("w_qkv/adam_m"), NdSbp({Sbp::Split(0), Sbp::Split(1)}));  // ZeRO-1: state sharded
+  EXPECT_EQ(pin("ln1_g/adam_m"), NdSbp({Sbp::Split(0), Sbp::Broadcast()}));
+  EXPECT_EQ(g.op(g.FindOp("qkv")).pinned_input_nd_sbp.count(1), 0u) << "no gathered-layout pin";
   const OpNode& fc = g.op(g.FindOp("fc"));  // the user's own pin stays
   EXPECT_EQ(fc.pinned_input_nd_sbp.at(1), NdSbp({Sbp::Broadcast(), Sbp::Split(1)}));
 }
