@@ -41,6 +41,10 @@
 // one register (live from the first forward use to the last backward use). The next step's
 // all-gathers wait only for their own parameter's update, so they overlap the forward pass
 // layer by layer instead of ending the step. Parameters without Z (rule above) stay unsharded.
+// Only on a 1-axis mesh: on a mesh of 2+ axes ZeRO-2 gives every parameter the ZeRO-1 treatment
+// (pinning the readers took their layout away from the SBP solver and raised the planned peak:
+// W2 dp2 x tp2 139.5 MiB against ZeRO-1's 129.3). ZeRO (1 or 2) shards nothing over a 1-axis
+// mesh on which some variable is pinned split: that axis is tensor parallel (GPT dp 1, tp 2).
 // Example: w1 float32[128,256] on cpu:[0,1,2,3] is stored as 32-row shards; h = matmul(x, w1)
 // reads w1 as (B) through one all-gather, and so does the backward's dx = dh w1^T.
 //
