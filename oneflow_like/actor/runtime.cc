@@ -122,16 +122,31 @@ void Runtime::ThreadLoop(StreamThread* thread) {
     } else {
       thread->mailbox.TryPopAll(&batch);
     }
+    const auto busy_from = std::chrono::steady_clock::now();
     if (!HandleBatch(thread, batch, &touched)) return;
     own.clear();
     own.swap(thread->local);  // handling may post again (wake-ups): those go to the next round
     HandleBatch(thread, own, &touched);
     FireReady(thread, &touched);
+    thread->messages.fetch_add(static_cast<int64_t>(batch.size() + own.size()), std::memory_order_relaxed);
+    thread->busy_nanos.fetch_add(
+        std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - busy_from).count(),
+        std::memory_order_relaxed);
     if (thread->acted) {  // one clock read per batch, not per act
       thread->acted = false;
       last_act_micros_.store(clock_->NowMicros());
     }
   }
+}
+
+std::vector<Runtime::ThreadLoad> Runtime::ThreadLoads() const {
+  std::vector<ThreadLoad> loads;
+  for (const auto& thread : threads_) {
+    loads.push_back(ThreadLoad{thread->name, thread->busy_nanos.load(std::memory_order_relaxed) / 1000,
+                               thread->acts.load(std::memory_order_relaxed),
+                               thread->messages.load(std::memory_order_relaxed)});
+  }
+  return loads;
 }
 
 bool Runtime::DispatchOne(ActorMessage* handled) {
@@ -196,6 +211,7 @@ void Runtime::StreamThread::ReturnMirrorBuffer(MirrorRegister* mirror, int32_t b
 
 void Runtime::StreamThread::OnActed(const Actor& actor, int64_t firing, bool step_event, int64_t begin_micros) {
   acted = true;
+  acts.fetch_add(1, std::memory_order_relaxed);
   runtime->OnActed(actor, firing, step_event, begin_micros);
 }
 

@@ -223,6 +223,18 @@ class Runtime final : public ActorHost {
   // RuntimeEnv.record_timeline. Call between steps (or after Stop) for a complete picture.
   std::string TimelineEvents() const;
 
+  // How loaded each stream thread has been since the runtime started (thread-safe; always
+  // counted, two clock reads per handled batch): the time spent handling messages and acting
+  // (an asynchronous act counts the time to enqueue it), not the time polling or asleep.
+  // A device stream's thread near 100% busy is the host bounding the step (tools/gpu).
+  struct ThreadLoad {
+    std::string name;  // "cuda:0/stream 0"
+    int64_t busy_micros = 0;
+    int64_t acts = 0;
+    int64_t messages = 0;
+  };
+  std::vector<ThreadLoad> ThreadLoads() const;
+
   // ActorHost (called on actor threads).
   void Post(const ActorMessage& message) override;
   void SendRemote(Rank to, const RemoteMessage& message) override;
@@ -260,6 +272,7 @@ class Runtime final : public ActorHost {
     std::vector<ActorId> actors;       // in order_in_stream order
     std::vector<ActorMessage> local;   // posted by this thread's actors to this thread's actors
     bool acted = false;                // an act since the loop last stamped last_act_micros_
+    std::atomic<int64_t> busy_nanos{0}, acts{0}, messages{0};  // ThreadLoads
     std::thread thread;
   };
   struct Block {

@@ -153,6 +153,48 @@ TEST_F(RunAheadTest, CheckpointsBetweenStepsAreTheSame) {
   EXPECT_EQ(dirs, 3);
 }
 
+// The stream threads' loads (actor::Runtime::ThreadLoads, RunTraining's "host threads" line):
+// every step of a plan fires the same acts, so two steps count the same; busy time grows.
+TEST_F(RunAheadTest, StreamThreadLoadsCountEveryAct) {
+  absl::StatusOr<std::unique_ptr<Trainer>> trainer = Trainer::Create(TinyGpt({.dp = 2}), registry_.get());
+  ASSERT_TRUE(trainer.ok()) << trainer.status();
+  auto acts_and_busy = [&] {
+    std::map<std::string, std::pair<int64_t, int64_t>> out;
+    for (const actor::Runtime* runtime : (*trainer)->executor()->local_runtimes()) {
+      for (const actor::Runtime::ThreadLoad& load : runtime->ThreadLoads()) {
+        out[absl::StrCat(runtime->rank().value(), " ", load.name)] = {load.acts, load.busy_micros};
+      }
+    }
+    return out;
+  };
+  auto steps = [&](int n) {
+    for (int i = 0; i < n; ++i) ASSERT_TRUE((*trainer)->RunStep(false).ok());
+  };
+  steps(1);
+  const auto a = acts_and_busy();
+  steps(2);
+  const auto b = acts_and_busy();
+  steps(2);
+  const auto c = acts_and_busy();
+  int acting = 0;
+  for (const auto& [thread, load] : c) {
+    const int64_t first = b.at(thread).first - a.at(thread).first, second = load.first - b.at(thread).first;
+    EXPECT_EQ(first, second) << thread << ": two steps, the same acts";
+    if (first == 0) continue;
+    ++acting;
+    EXPECT_GT(load.second, b.at(thread).second) << thread << ": busy time grows";
+  }
+  EXPECT_GE(acting, 2) << "each rank's compute thread acts";
+  EXPECT_TRUE((*trainer)->executor()->Close().ok());
+  RunOptions run;
+  run.steps = 3;
+  run.warmup_steps = 1;
+  std::ostringstream out;
+  ASSERT_TRUE(RunTraining(TinyGpt({.dp = 2}), run, registry_.get(), out).ok());
+  EXPECT_NE(out.str().find("host threads over the timed steps: r0 cpu:0/stream 0 busy "), std::string::npos) << out.str();
+  EXPECT_NE(out.str().find("r1 cpu:0/stream 0 busy "), std::string::npos) << out.str();
+}
+
 }  // namespace
 }  // namespace train
 }  // namespace oneflow_like

@@ -3,10 +3,15 @@
 #include <algorithm>
 #include <cstdlib>
 #include <filesystem>
+#include <map>
+#include <string>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
 #include "oneflow_like/compiler/plan/plan_bytes.h"
 #include "oneflow_like/core/status.h"
 #include "oneflow_like/train/checkpoint.h"
@@ -59,6 +64,36 @@ absl::Status LoadTrainerCheckpoint(Trainer* trainer, const std::string& dir) {
   return absl::OkStatus();
 }
 
+// The stream threads' loads of this process's ranks (actor::Runtime::ThreadLoads), keyed
+// "r<rank> <thread>".
+std::map<std::string, actor::Runtime::ThreadLoad> ThreadLoads(const Trainer& trainer) {
+  std::map<std::string, actor::Runtime::ThreadLoad> loads;
+  for (const actor::Runtime* runtime : trainer.executor()->local_runtimes()) {
+    if (runtime == nullptr) continue;
+    for (const actor::Runtime::ThreadLoad& load : runtime->ThreadLoads()) {
+      loads[absl::StrCat("r", runtime->rank().value(), " ", load.name)] = load;
+    }
+  }
+  return loads;
+}
+
+// One line: each thread's busy share of the timed window, per step and per act (threads that
+// did not act are left out), e.g. "r0 cuda:0/stream 0 busy 85% (82.1 ms, 1730 acts a step, 47 us an act)".
+std::string ThreadLoadLine(const std::map<std::string, actor::Runtime::ThreadLoad>& before,
+                           const std::map<std::string, actor::Runtime::ThreadLoad>& after, double seconds, int steps) {
+  std::vector<std::string> parts;
+  for (const auto& [key, load] : after) {
+    auto it = before.find(key);
+    const int64_t busy = load.busy_micros - (it == before.end() ? 0 : it->second.busy_micros);
+    const int64_t acts = load.acts - (it == before.end() ? 0 : it->second.acts);
+    if (acts <= 0 || seconds <= 0 || steps <= 0) continue;
+    parts.push_back(absl::StrFormat("%s busy %.0f%% (%.1f ms, %.0f acts a step, %.1f us an act)", key,
+                                    100.0 * busy / (1e6 * seconds), busy / 1e3 / steps,
+                                    static_cast<double>(acts) / steps, static_cast<double>(busy) / acts));
+  }
+  return absl::StrCat("host threads over the timed steps: ", absl::StrJoin(parts, "; "), "\n");
+}
+
 absl::Status RunTraining(const TrainerOptions& options, const RunOptions& run, const OpRegistry* registry,
                          std::ostream& out) {
   TrainerOptions o = options;
@@ -82,7 +117,13 @@ absl::Status RunTraining(const TrainerOptions& options, const RunOptions& run, c
   }
   std::vector<double> times;
   const int64_t timed_from = trainer->next_step() + run.warmup_steps;
+  std::map<std::string, actor::Runtime::ThreadLoad> loads_before;  // at the first timed step's start
+  absl::Time timed_start = absl::Now();
   while (trainer->next_step() < run.steps) {
+    if (trainer->next_step() == timed_from) {  // (under run-ahead that step may have started)
+      loads_before = ThreadLoads(*trainer);
+      timed_start = absl::Now();
+    }
     // Run ahead (start the next step before this one's loss is fetched) unless this step is
     // the last or a checkpoint follows it: a checkpoint reads the variables between steps.
     const int64_t step = trainer->next_step();
@@ -118,6 +159,8 @@ absl::Status RunTraining(const TrainerOptions& options, const RunOptions& run, c
         "measured_peak_mib_per_rank=%.1f\n",
         1e3 * median, trainer->item_unit(), trainer->items_per_step() / median, times.size(),
         static_cast<double>(peak) / (1 << 20), static_cast<double>(measured) / (1 << 20));
+    out << ThreadLoadLine(loads_before, ThreadLoads(*trainer), absl::ToDoubleSeconds(absl::Now() - timed_start),
+                          static_cast<int>(times.size()));
   }
   if (!run.timeline_dir.empty()) {
     ASSIGN_OR_RETURN(std::vector<std::string> paths, trainer->WriteTimeline(run.timeline_dir));

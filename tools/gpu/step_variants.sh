@@ -29,7 +29,10 @@ variant() {
   ms="$(sed -n 's/.*median_ms_per_step=\([0-9.]*\).*/\1/p' "$log" | tail -1)"
   [ -n "$ms" ] || { ms="failed"; tail -3 "$log" | sed 's/^/    /' >&2; }
   echo "| $name | $ms | $cpu |"
+  # RunTraining's stream-thread loads (is the compute stream's host thread the bound?).
+  echo "$name: $(grep -m1 '^host threads' "$log")" >>/tmp/variant_hosts.txt
 }
+: >/tmp/variant_hosts.txt
 # Alternated, each twice, so that drift between runs shows as a spread within a row pair.
 for round in 1 2; do
   variant "default (stream-ordered, run-ahead, 1 compute stream)" X=1 --
@@ -37,6 +40,7 @@ for round in 1 2; do
   variant "--reuse_memory=false" X=1 -- --reuse_memory=false
   variant "OL_CUDA_CHECK_INDICES=0 (no id / label range checks)" OL_CUDA_CHECK_INDICES=0 --
 done
+echo; cat /tmp/variant_hosts.txt
 rm -rf /tmp/ol_timeline && mkdir -p /tmp/ol_timeline
 timeout 90 "$oltrain" --model=gpt --device=cuda $dims --steps=6 --warmup=2 --timeline=/tmp/ol_timeline \
   >/tmp/timeline_run.log 2>&1
