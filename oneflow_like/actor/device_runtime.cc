@@ -2,6 +2,7 @@
 // wherever a slot lives, device bodies and an ACCUMULATE's sums in device memory.
 #include <cstring>
 #include <functional>
+#include <algorithm>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -154,7 +155,7 @@ absl::StatusOr<char*> Runtime::AllocateDeviceBlock(const MemoryBlockProto& block
   return *data;
 }
 
-absl::Status Runtime::CheckDeviceMemory(const RankPlanProto& rank_plan) const {
+absl::Status Runtime::CheckDeviceMemory(const RankPlanProto& rank_plan) {
   std::map<int32_t, int64_t> planned;  // by device index
   for (const MemoryBlockProto& block : rank_plan.memory_blocks()) {
     if (block.device().type() != "cpu" && block.size_bytes() > 0) planned[block.device().index()] += block.size_bytes();
@@ -167,6 +168,7 @@ absl::Status Runtime::CheckDeviceMemory(const RankPlanProto& rank_plan) const {
                                                                    env_.device_backend->type(), ":", device,
                                                                    ": free memory: ", free_bytes.status().message()));
     }
+    device_free_at_build_[device] = *free_bytes;
     if (bytes > *free_bytes) {
       return absl::ResourceExhaustedError(absl::StrCat(
           "rank ", rank_.value(), " plans ", bytes, " bytes (", absl::StrFormat("%.2f", bytes / 1073741824.0),
@@ -177,6 +179,16 @@ absl::Status Runtime::CheckDeviceMemory(const RankPlanProto& rank_plan) const {
     }
   }
   return absl::OkStatus();
+}
+
+absl::StatusOr<std::map<int32_t, int64_t>> Runtime::DeviceBytesInUse() const {
+  std::map<int32_t, int64_t> used;
+  for (const auto& [device, free_before] : device_free_at_build_) {
+    absl::StatusOr<int64_t> free_now = env_.device_backend->FreeBytes(device);
+    if (!free_now.ok()) return free_now.status();
+    used[device] = std::max<int64_t>(0, free_before - *free_now);
+  }
+  return used;
 }
 
 // Payloads must be in the memory the body reads and writes (a malformed plan would otherwise

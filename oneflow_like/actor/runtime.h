@@ -235,6 +235,13 @@ class Runtime final : public ActorHost {
   };
   std::vector<ThreadLoad> ThreadLoads() const;
 
+  // Device memory in use now on each device this rank has planned blocks on, measured by the
+  // backend (DeviceBackend::FreeBytes: cudaMemGetInfo) as the drop in free bytes since just
+  // before the rank allocated its blocks: the blocks plus what the libraries took (cuBLAS
+  // workspaces, NCCL buffers, the stream-ordered pool). Ranks sharing a device each count the
+  // others' allocations made after them. Empty without device blocks.
+  absl::StatusOr<std::map<int32_t, int64_t>> DeviceBytesInUse() const;
+
   // ActorHost (called on actor threads).
   void Post(const ActorMessage& message) override;
   void SendRemote(Rank to, const RemoteMessage& message) override;
@@ -315,7 +322,8 @@ class Runtime final : public ActorHost {
   // device_runtime.cc: a memory block on env_.device_backend's `device`.
   absl::StatusOr<char*> AllocateDeviceBlock(const MemoryBlockProto& block);
   // ResourceExhausted when a device's planned blocks exceed its free bytes (DeviceBackend::FreeBytes).
-  absl::Status CheckDeviceMemory(const RankPlanProto& rank_plan) const;
+  // Also records each device's free bytes before the rank's blocks (device_free_at_build_).
+  absl::Status CheckDeviceMemory(const RankPlanProto& rank_plan);
   // The device of a local register's memory, -1 for host memory.
   int32_t DeviceOf(int64_t register_id) const;
   // Host <-> a register slot's bytes, wherever they are (VARIABLE bindings, INPUT sources).
@@ -360,6 +368,7 @@ class Runtime final : public ActorHost {
   std::vector<int32_t> position_in_thread_;     // indexed by ActorId: index in its thread's actors
   std::vector<ActorId> sources_;
   std::vector<std::unique_ptr<StreamThread>> threads_;
+  std::map<int32_t, int64_t> device_free_at_build_;  // by device index (CheckDeviceMemory)
   std::map<std::string, TensorBindingProto> bindings_;
   std::map<std::string, TensorDesc> binding_descs_;
   std::map<std::string, std::vector<int64_t>> binding_offsets_;

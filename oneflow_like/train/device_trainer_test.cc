@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cmath>
 #include <filesystem>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -19,6 +20,7 @@
 #include "oneflow_like/compiler/driver/compile.h"
 #include "oneflow_like/compiler/test_util.h"
 #include "oneflow_like/train/checkpoint.h"
+#include "oneflow_like/train/run_training.h"
 #include "oneflow_like/train/trainer.h"
 #include "oneflow_like/train/trainer_test_util.h"
 
@@ -211,6 +213,30 @@ int64_t QueuedOnAStoppedStream(TrainerOptions o, const OpRegistry* registry, act
   run.join();
   EXPECT_EQ(losses.size(), 1u);
   return depth;
+}
+
+// RunTraining reports the device memory in use (the backend's free bytes before the blocks and
+// now): at least the planned blocks (the fake device rounds each allocation up to pages), and
+// no more than the blocks plus a page each and the accumulators' sums.
+TEST_F(DeviceTrainerTest, RunTrainingReportsTheDeviceMemoryInUse) {
+  RunOptions run;
+  run.steps = 2;
+  run.warmup_steps = 0;
+  std::ostringstream out;
+  ASSERT_TRUE(RunTraining(OnFakeCuda(TinyGpt()), run, registry_.get(), out).ok());
+  const std::string text = out.str();
+  const std::string key = "device memory in use at the end: ";
+  const size_t at = text.find(key);
+  ASSERT_NE(at, std::string::npos) << text;
+  double used = 0, planned = 0;
+  ASSERT_EQ(sscanf(text.c_str() + at + key.size(), "%lf MiB (planned peak %lf MiB", &used, &planned), 2) << text;
+  EXPECT_GT(planned, 0);
+  EXPECT_GE(used, planned) << text;
+  EXPECT_LT(used, planned + 4.0) << text;
+  // CPU ranks have no such line.
+  std::ostringstream cpu_out;
+  ASSERT_TRUE(RunTraining(TinyGpt(), run, registry_.get(), cpu_out).ok());
+  EXPECT_EQ(cpu_out.str().find(key), std::string::npos) << cpu_out.str();
 }
 
 // Stream-ordered hand-offs (actor/stream_ordered.h): on a stopped stream the host queues a whole

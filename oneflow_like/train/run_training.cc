@@ -150,15 +150,25 @@ absl::Status RunTraining(const TrainerOptions& options, const RunOptions& run, c
     int64_t peak = 0;
     for (int32_t rank : trainer->plan().ranks()) peak = std::max(peak, compiler::RankPeakBytes(trainer->plan(), rank));
     // The allocators' real high-water marks of this process's ranks (olplan's memory check).
-    int64_t measured = 0;
+    int64_t measured = 0, device_used = -1;
     for (const actor::Runtime* runtime : trainer->executor()->local_runtimes()) {
       if (runtime != nullptr && runtime->allocator() != nullptr) measured = std::max(measured, runtime->allocator()->peak_bytes());
+      // Device ranks: their device memory in use, measured by the backend (the host allocator
+      // above holds only host buffers there).
+      if (runtime == nullptr) continue;
+      ASSIGN_OR_RETURN(auto used, runtime->DeviceBytesInUse());
+      for (const auto& [device, bytes] : used) device_used = std::max(device_used, bytes);
     }
     out << absl::StrFormat(
         "RESULT median_ms_per_step=%.2f %s=%.0f steps_timed=%d planned_peak_mib_per_rank=%.1f "
         "measured_peak_mib_per_rank=%.1f\n",
         1e3 * median, trainer->item_unit(), trainer->items_per_step() / median, times.size(),
         static_cast<double>(peak) / (1 << 20), static_cast<double>(measured) / (1 << 20));
+    if (device_used >= 0) {  // the planned peak above is the device's there
+      out << absl::StrFormat("device memory in use at the end: %.1f MiB (planned peak %.1f MiB; the rest is the "
+                             "libraries' workspaces and pools)\n",
+                             static_cast<double>(device_used) / (1 << 20), static_cast<double>(peak) / (1 << 20));
+    }
     out << ThreadLoadLine(loads_before, ThreadLoads(*trainer), absl::ToDoubleSeconds(absl::Now() - timed_start),
                           static_cast<int>(times.size()));
   }
