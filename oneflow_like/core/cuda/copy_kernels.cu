@@ -1,10 +1,14 @@
 // Data-movement kernels (copy_kernels.h). The host drops size-1 axes and merges axes that are
 // contiguous in both buffers (as ops::CopyStrided), then one thread copies one element, typed
-// by the element width.
+// by the element width -- or one word of up to 16 bytes where the innermost axis is contiguous
+// in both (copy_layout.h's WidenCopy).
 #include "oneflow_like/core/cuda/copy_kernels.h"
+
+#include <cstdint>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "oneflow_like/core/cuda/copy_layout.h"
 #include "oneflow_like/core/cuda/cuda_status.h"
 #include "oneflow_like/core/cuda/kernel_util.cuh"
 
@@ -75,16 +79,22 @@ absl::Status StridedCopy(const std::vector<int64_t>& shape, int64_t elem_size, v
     return absl::InvalidArgumentError(absl::StrCat("cuda StridedCopy: shape ", Dims(shape), " with dst strides ",
                                                    Dims(dst_strides), " and src strides ", Dims(src_strides)));
   }
-  const int64_t n = Count(shape);
-  if (n == 0) return absl::OkStatus();
-  absl::StatusOr<PairNest> merged = MakePairNest(shape, dst_strides, src_strides, "cuda StridedCopy");
+  if (Count(shape) == 0) return absl::OkStatus();
+  // The same bytes in words of up to 16 bytes where the innermost axis is contiguous in both
+  // (copy_layout.h): one index walk per word instead of per element.
+  const CopyLayout layout = WidenCopy(CopyLayout{shape, elem_size, dst_strides, src_strides},
+                                      reinterpret_cast<uintptr_t>(dst), reinterpret_cast<uintptr_t>(src));
+  const int64_t n = Count(layout.shape);
+  absl::StatusOr<PairNest> merged =
+      MakePairNest(layout.shape, layout.dst_strides, layout.src_strides, "cuda StridedCopy");
   if (!merged.ok()) return merged.status();
   const PairNest& nest = *merged;
-  switch (elem_size) {
+  switch (layout.elem_size) {
     case 1: Launch<uint8_t>(dst, src, nest, n, stream); break;
     case 2: Launch<uint16_t>(dst, src, nest, n, stream); break;
     case 4: Launch<uint32_t>(dst, src, nest, n, stream); break;
     case 8: Launch<uint64_t>(dst, src, nest, n, stream); break;
+    case 16: Launch<uint4>(dst, src, nest, n, stream); break;
     default:
       return absl::InvalidArgumentError(absl::StrCat("cuda StridedCopy: element size ", elem_size,
                                                      " is not 1, 2, 4 or 8 bytes"));

@@ -33,7 +33,11 @@ TEST_F(CopyTest, Transpose) {
     std::vector<int64_t> dims, perm;
   };
   const Case cases[] = {{{3, 5, 7}, {2, 0, 1}}, {{3, 5, 7}, {0, 2, 1}}, {{17, 33}, {1, 0}},
-                        {{1, 1}, {1, 0}},       {{2, 3, 4, 5}, {3, 1, 0, 2}}, {{3, 1, 7}, {1, 2, 0}}};
+                        {{1, 1}, {1, 0}},       {{2, 3, 4, 5}, {3, 1, 0, 2}}, {{3, 1, 7}, {1, 2, 0}},
+                        // Widened to 16- or 8-byte words (copy_layout.h): attention's head
+                        // transposes, an inner axis of 6, a size-1 axis among them.
+                        {{2, 8, 3, 64}, {0, 2, 1, 3}}, {{2, 3, 8, 64}, {0, 2, 1, 3}}, {{3, 4, 5, 6}, {2, 0, 1, 3}},
+                        {{4, 1, 3, 8}, {2, 1, 0, 3}}};
   for (DataType dt : {DataType::kFloat32, DataType::kInt64}) {
     for (const Case& c : cases) {
       const Tensor x = RandomTensor(dt, Shape(c.dims), 101, -100.0, 100.0);

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "oneflow_like/core/cuda/activation_kernels.h"
+#include "oneflow_like/core/cuda/copy_kernels.h"
 #include "oneflow_like/core/cuda/cuda_device.h"
 #include "oneflow_like/core/cuda/cuda_status.h"
 #include "oneflow_like/core/cuda/elementwise_kernels.h"
@@ -121,6 +122,12 @@ int Main(int argc, char** argv) {
   add("memcpy device to device", shape, 2.0 * n * f, 0, [&] {
     return CudaStatus(cudaMemcpyAsync(y, x, n * f, cudaMemcpyDeviceToDevice, s), "cudaMemcpyAsync");
   });
+  // Attention's head split [B, T, H, D] -> [B, H, T, D] (8 x 1024 x 16 x 64 floats: 8 x 1024 x 1024).
+  const std::vector<int64_t> heads = {8, rows / 8, cols / 64, 64};
+  if (rows % 8 == 0 && cols % 64 == 0) {
+    add("transpose [B,T,H,D] -> [B,H,T,D]", "[8," + std::to_string(rows / 8) + "," + std::to_string(cols / 64) + ",64]",
+        2.0 * n * f, 0, [&] { return Transpose(x, heads, {0, 2, 1, 3}, f, y, s); });
+  }
   add("add (same shape)", shape, 3.0 * n * f, 0, [&] { return BroadcastBinary<float>(BinaryOp::kAdd, x, dims, y, dims, z, s); });
   add("add (row vector)", shape, 2.0 * n * f, 0, [&] {
     return BroadcastBinary<float>(BinaryOp::kAdd, x, dims, vec, {cols}, z, s);
