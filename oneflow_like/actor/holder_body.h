@@ -1,13 +1,14 @@
 // HolderDeviceBody: the body of a variable holder whose variable lives on a device. It wraps
 // the backend's copy body (DeviceTask::Kind::kCopy, which writes an update that is not in place
 // into the variable) and finishes at once, without the device, when there is nothing to copy:
-// the holder's emit firing (no inputs) and the absorption of an update written in place (every
-// input's bytes are its output's), which is what an optimizer's update is.
+// the absorption of an update written in place (every input's bytes are its output's), which is
+// what an optimizer's update is. (A holder's emission does not call its body at all:
+// Actor::FireVariableHolder.)
 //
 // Why: a device body reports its finish when the stream has run everything enqueued before it
 // (an event after the act), and a holder is not a stream actor (stream_ordered.h): its
-// consumers hear of the variable only at that finish. So every read of a weight waited for the
-// device to drain its queue first, and the GPU idled while the host enqueued what came next
+// consumers hear of the updated variable only after that finish. So each next read of a weight
+// waited for the device to drain its queue first, and the GPU idled while the host enqueued what came next
 // (an H200 GPT step: ~400 drains a step, 97 ms against ~75 ms of kernels).
 // Safe because a holder's inputs come at their producer's finish (never at enqueue: holders are
 // not stream actors), so an update written in place is complete when the holder absorbs it,

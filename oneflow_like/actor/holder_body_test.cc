@@ -1,4 +1,4 @@
-// HolderDeviceBody: a holder's emission and the absorption of an update written in place finish
+// HolderDeviceBody: the absorption of an update written in place finishes
 // at once, without the backend's copy body (which would wait for the device stream to drain);
 // an update in other bytes is copied by the wrapped body.
 #include "oneflow_like/actor/holder_body.h"
@@ -37,7 +37,7 @@ class RecordingCopy final : public ActBody {
 
 TensorDesc Desc() { return TensorDesc{DataType::kFloat32, Shape({4})}; }
 
-TEST(HolderDeviceBodyTest, InPlaceUpdateAndEmissionFinishWithoutTheDevice) {
+TEST(HolderDeviceBodyTest, InPlaceUpdateFinishesWithoutTheDevice) {
   auto copy = std::make_unique<RecordingCopy>();
   RecordingCopy* inner = copy.get();
   HolderDeviceBody body(std::move(copy));
@@ -50,7 +50,7 @@ TEST(HolderDeviceBodyTest, InPlaceUpdateAndEmissionFinishWithoutTheDevice) {
     ++finished;
   });
   EXPECT_EQ(finished, 1) << "finished at once";
-  // The emission: no inputs.
+  // No inputs (the actor emits without its body, but the body would not reach the device).
   ActIo emit{{}, {Tensor::Borrow(Desc(), variable.data())}};
   body.Start(emit, [&](const absl::Status&) { ++finished; });
   EXPECT_EQ(finished, 2);

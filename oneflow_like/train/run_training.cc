@@ -91,6 +91,7 @@ std::string ThreadLoadLine(const std::map<std::string, actor::Runtime::ThreadLoa
                                     100.0 * busy / (1e6 * seconds), busy / 1e3 / steps,
                                     static_cast<double>(acts) / steps, static_cast<double>(busy) / acts));
   }
+  if (parts.empty()) return "";
   return absl::StrCat("host threads over the timed steps: ", absl::StrJoin(parts, "; "), "\n");
 }
 
@@ -118,9 +119,12 @@ absl::Status RunTraining(const TrainerOptions& options, const RunOptions& run, c
   std::vector<double> times;
   const int64_t timed_from = trainer->next_step() + run.warmup_steps;
   std::map<std::string, actor::Runtime::ThreadLoad> loads_before;  // at the first timed step's start
-  absl::Time timed_start = absl::Now();
+  absl::Time timed_start = absl::Now(), timed_end = timed_start;
+  std::map<std::string, actor::Runtime::ThreadLoad> loads_after;
   while (trainer->next_step() < run.steps) {
-    if (trainer->next_step() == timed_from) {  // (under run-ahead that step may have started)
+    // (Under run-ahead the first timed step may have started already: its early part is outside
+    // the window, as it is outside the step times.)
+    if (trainer->next_step() == timed_from) {
       loads_before = ThreadLoads(*trainer);
       timed_start = absl::Now();
     }
@@ -138,6 +142,10 @@ absl::Status RunTraining(const TrainerOptions& options, const RunOptions& run, c
     }
     if (r.step >= timed_from) times.push_back(r.seconds);
     const bool last = trainer->next_step() >= run.steps;
+    if (last) {  // the window of the thread loads ends here, before a final checkpoint
+      loads_after = ThreadLoads(*trainer);
+      timed_end = absl::Now();
+    }
     if (!run.checkpoint_dir.empty() && (last || (run.checkpoint_every > 0 && (r.step + 1) % run.checkpoint_every == 0))) {
       ASSIGN_OR_RETURN(std::string dir, SaveTrainerCheckpoint(trainer.get(), run.checkpoint_dir, r.step));
       if (leader) out << "checkpoint: step " << r.step << " saved to " << dir << "\n" << std::flush;
@@ -156,8 +164,12 @@ absl::Status RunTraining(const TrainerOptions& options, const RunOptions& run, c
       // Device ranks: their device memory in use, measured by the backend (the host allocator
       // above holds only host buffers there).
       if (runtime == nullptr) continue;
-      ASSIGN_OR_RETURN(auto used, runtime->DeviceBytesInUse());
-      for (const auto& [device, bytes] : used) device_used = std::max(device_used, bytes);
+      absl::StatusOr<std::map<int32_t, int64_t>> used = runtime->DeviceBytesInUse();
+      if (!used.ok()) {  // a report, not the run's result: say so and go on
+        out << "device memory in use: not measured (" << used.status().message() << ")\n";
+        continue;
+      }
+      for (const auto& [device, bytes] : *used) device_used = std::max(device_used, bytes);
     }
     out << absl::StrFormat(
         "RESULT median_ms_per_step=%.2f %s=%.0f steps_timed=%d planned_peak_mib_per_rank=%.1f "
@@ -169,7 +181,7 @@ absl::Status RunTraining(const TrainerOptions& options, const RunOptions& run, c
                              "libraries' workspaces and pools)\n",
                              static_cast<double>(device_used) / (1 << 20), static_cast<double>(peak) / (1 << 20));
     }
-    out << ThreadLoadLine(loads_before, ThreadLoads(*trainer), absl::ToDoubleSeconds(absl::Now() - timed_start),
+    out << ThreadLoadLine(loads_before, loads_after, absl::ToDoubleSeconds(timed_end - timed_start),
                           static_cast<int>(times.size()));
   }
   if (!run.timeline_dir.empty()) {

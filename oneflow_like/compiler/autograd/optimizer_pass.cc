@@ -1,6 +1,7 @@
 #include "oneflow_like/compiler/autograd/optimizer_pass.h"
 
 #include <set>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -177,16 +178,33 @@ void ShardParameter(Graph* graph, TensorId parameter, const NdSbp& zero) {
   }
 }
 
-// The 1-D meshes (Placement::ToString) whose one axis is tensor parallel, not data parallel: a
-// variable on the mesh is pinned split on it. GPT with dp 1, tp 2 pins its column weights [S(0)]
-// on cpu:[0,1]; its layer norms, embeddings and row biases have no pin, and sharding them over
-// that axis would be ZeRO over the tensor-parallel replicas, not over data parallelism. (On a
-// mesh of 2+ axes axis 0 is data parallel by convention; ZeroShardedLayout checks each pin.)
+// A mesh named by its ranks and shape, whatever its device ("[0,1]" for cpu:[0,1] and
+// cuda:[0,1]: a cuda job's inputs sit on the host version of the mesh).
+std::string MeshKey(const Placement& placement) {
+  const std::string s = placement.ToString();
+  const size_t colon = s.find(':');
+  return colon == std::string::npos ? s : s.substr(colon + 1);
+}
+
+// The 1-D meshes whose one axis is tensor parallel, not data parallel: a trainable parameter on
+// the mesh is pinned split on it, and no input (a source that is not a variable: the batch) on
+// it is pinned split. GPT with dp 1, tp 2 pins its column weights [S(0)] on [0,1] and its ids
+// (B); its layer norms, embeddings and row biases have no pin, and sharding their state over
+// that axis would be ZeRO over the tensor-parallel replicas, not over data parallelism. A
+// data-parallel job that shards one embedding by rows splits its batch over the axis: ZeRO
+// stays on there. (On a mesh of 2+ axes axis 0 is data parallel by convention; ZeroShardedLayout
+// checks each pin.)
 std::set<std::string> ModelParallelMeshes(const Graph& graph) {
-  std::set<std::string> meshes;
+  std::set<std::string> split_parameter, split_input;
   for (const TensorNode& t : graph.tensors()) {
-    if (!t.is_variable || !t.placement || !t.pinned_nd_sbp || t.placement->num_hierarchy_axes() != 1) continue;
-    if (t.pinned_nd_sbp->num_axes() == 1 && (*t.pinned_nd_sbp)[0].is_split()) meshes.insert(t.placement->ToString());
+    if (!t.placement || !t.pinned_nd_sbp || t.placement->num_hierarchy_axes() != 1) continue;
+    if (t.pinned_nd_sbp->num_axes() != 1 || !(*t.pinned_nd_sbp)[0].is_split()) continue;
+    if (t.is_variable && !t.frozen) split_parameter.insert(MeshKey(*t.placement));
+    if (!t.is_variable && !t.producer.valid()) split_input.insert(MeshKey(*t.placement));
+  }
+  std::set<std::string> meshes;
+  for (const std::string& mesh : split_parameter) {
+    if (!split_input.count(mesh)) meshes.insert(mesh);
   }
   return meshes;
 }
@@ -228,7 +246,7 @@ absl::StatusOr<bool> OptimizerPass::Run(Graph* graph) {
     const OpId producer = graph->tensor(grad).producer;
     p.stage = producer.valid() ? graph->op(producer).stage : 0;
     const int zero_stage = graph->config().zero_stage();
-    if ((zero_stage == 1 || zero_stage == 2) && !model_parallel.count(t.placement->ToString())) {
+    if ((zero_stage == 1 || zero_stage == 2) && !model_parallel.count(MeshKey(*t.placement))) {
       p.zero_layout = ZeroShardedLayout(t);
     }
     p.zero_gather = zero_stage == 2 && p.zero_layout && ZeroGathersParameter(t);

@@ -4,7 +4,8 @@
 //    the SBP solver: +19% peak over ZeRO-0 on the case below); it is ZeRO-1 there now;
 //  - under ZeRO-2 on dp2 every parameter's stored shard is all-gathered exactly once per step;
 //  - a 2-axis mesh gets ZeRO-1 treatment under ZeRO-2 (no reader pinned);
-//  - a 1-D tensor-parallel mesh (dp 1, tp 2) is not data parallel: nothing is sharded over it.
+//  - a 1-D tensor-parallel mesh (dp 1, tp 2) is not data parallel: nothing is sharded over it;
+//    a data-parallel mesh with one split-pinned variable still is.
 #include <optional>
 #include <string>
 #include <vector>
@@ -167,6 +168,24 @@ TEST(ZeroGptCompileTest, ATensorParallelMeshIsNotShardedOver) {
       }
     }
   }
+}
+
+// A data-parallel job that shards one trainable variable by rows (here wte pinned S(0) on the
+// dp2 mesh) splits its batch over the axis: ZeRO still shards the other parameters' state there
+// (the pin alone once switched ZeRO off for the whole mesh).
+TEST(ZeroGptCompileTest, ASplitParameterInADataParallelJobKeepsZero) {
+  auto registry = testing::BuiltinRegistry();
+  models::TrainOptions train;
+  train.zero_stage = 1;
+  absl::StatusOr<Graph> built = models::BuildGptJob(*registry, kSmall, {.dp = 2}, train);
+  ASSERT_TRUE(built.ok()) << built.status();
+  built->mutable_tensor(built->FindTensor("wte"))->pinned_nd_sbp = NdSbp({Sbp::Split(0)});
+  absl::StatusOr<GlobalDecisions> decisions = RunGlobalPasses(*std::move(built));
+  ASSERT_TRUE(decisions.ok()) << decisions.status();
+  const Graph& g = decisions->graph;
+  const std::optional<NdSbp> state = g.tensor(g.FindTensor("h0.qkv.weight/adam_m")).pinned_nd_sbp;
+  ASSERT_TRUE(state.has_value()) << "ZeRO-1 shards the optimizer state over dp";
+  EXPECT_EQ(state->ToString(), NdSbp({Sbp::Split(0)}).ToString());
 }
 
 }  // namespace

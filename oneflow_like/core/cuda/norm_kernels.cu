@@ -68,8 +68,11 @@ __global__ void LayerNormGradDxKernel(const T* dy, const T* x, const T* mean, co
 // bandwidth before).
 constexpr int kParamBlock = 1024;
 
+static_assert(kParamBlock / 8 * (8 + 1) <= kParamBlock + 128, "the shared arrays: tiles of 8+");
+
 template <typename T>
-__global__ void LayerNormGradParamKernel(const T* dy, const T* x, const T* mean, const T* inv_std, int64_t rows,
+__global__ void __launch_bounds__(kParamBlock)
+    LayerNormGradParamKernel(const T* dy, const T* x, const T* mean, const T* inv_std, int64_t rows,
                                          int64_t d, T* dgamma, T* dbeta) {
   __shared__ T part_g[kParamBlock + 128];  // lanes x (tile + 1)
   __shared__ T part_b[kParamBlock + 128];

@@ -2,10 +2,11 @@
 // kept / reduced axes merged, as the CPU kernel) and splits them into a kept index space (the
 // output elements) and a reduced index space, each with x strides. Inner axis reduced: one
 // block per output element, threads over the reduced space (contiguous reads), a block tree
-// sum. Inner axis kept (e.g. a bias gradient x[R, C] -> y[C]): blocks of 1024 threads, `tile`
-// adjacent output columns by 1024 / tile row lanes (reads coalesced along the columns); lane t
-// sums rows t, t + lanes, ... (four loads in flight), then the lanes' partial sums are added in
-// lane order in shared memory, so the result is deterministic for a given shape. The tile is 32
+// sum. Inner axis kept (e.g. a bias gradient x[R, C] -> y[C]): blocks of `tile` adjacent output
+// columns by up to 1024 / tile row lanes (no more lanes than rows reduced; reads coalesced along
+// the columns); lane t sums rows t, t + lanes, ... (four loads in flight), then the lanes'
+// partial sums are added in lane order in shared memory, so the result is deterministic for a
+// given shape. The tile is 32
 // columns, narrowed to 16 or 8 when too few blocks would keep the GPU busy. (One thread per
 // column looping over every row, as before, left a [4096, 768] bias gradient on 3 SMs, one load
 // in flight each: 1.7 ms on an H200, against ~15 us now.)
@@ -63,8 +64,11 @@ __device__ __forceinline__ int64_t ReducedOffset(const Space& red, int64_t r) {
 
 // blockDim (tile, kColumnBlock / tile); gridDim.x tiles of the kept space's inner (stride 1)
 // axis, gridDim.y (grid-stride) its outer kept index.
+static_assert(kColumnBlock / 8 * (8 + 1) <= kColumnBlock + 128, "ColumnsKernel's shared array: tiles of 8+");
+
 template <typename T>
-__global__ void ColumnsKernel(const T* x, Space kept, Space red, int64_t inner, T scale, T* y) {
+__global__ void __launch_bounds__(kColumnBlock)
+    ColumnsKernel(const T* x, Space kept, Space red, int64_t inner, T scale, T* y) {
   __shared__ T part[kColumnBlock + 128];  // lanes x (tile + 1): padded against bank conflicts
   const int tile = blockDim.x, lanes = blockDim.y;
   const int64_t col = static_cast<int64_t>(blockIdx.x) * tile + threadIdx.x;
@@ -163,12 +167,14 @@ absl::Status Reduce(const T* x, const std::vector<int64_t>& x_dims, const std::v
   int tile = 32;  // narrower tiles when 32-wide ones would give fewer than ~2 blocks per SM
   while (tile > 8 && ((inner + tile - 1) / tile) * outer < 256) tile /= 2;
   const int64_t tiles = (inner + tile - 1) / tile;
+  int lanes = kColumnBlock / tile;  // fewer when fewer rows are reduced (no idle lanes)
+  while (lanes > 1 && lanes / 2 >= red_space.count) lanes /= 2;
   if (tiles > std::numeric_limits<int>::max()) {
     return absl::InvalidArgumentError(absl::StrCat("cuda reduce: ", inner, " kept columns is too many"));
   }
   const dim3 grid(static_cast<unsigned>(tiles), static_cast<unsigned>(outer < 65535 ? outer : 65535));
   ClearLastError();
-  ColumnsKernel<T><<<grid, dim3(tile, kColumnBlock / tile), 0, stream>>>(x, kept_space, red_space, inner, scale, y);
+  ColumnsKernel<T><<<grid, dim3(tile, lanes), 0, stream>>>(x, kept_space, red_space, inner, scale, y);
   return CudaLaunchStatus("reduce columns");
 }
 
