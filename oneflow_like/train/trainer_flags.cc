@@ -101,7 +101,10 @@ softmax, norm, loss and optimizer kernels over OL_INTRA_OP_THREADS threads (defa
 OPENBLAS_NUM_THREADS, else OMP_NUM_THREADS, else 1; ranks run in this process share it);
 results of every kernel but matmul are bit-identical for any thread count.
 Output: a plan summary, then "step S loss L time T ms R tokens/s|samples/s" per step, then
-"RESULT median_ms_per_step=..." over the steps after --warmup.
+"RESULT median_ms_per_step=..." over the steps after --warmup, then "host threads over the timed
+steps: ..." (each stream thread's busy share, acts a step, microseconds an act: a device stream's
+thread near 100% is the host bounding the step) and, on devices, the device memory in use at
+the end next to the planned peak.
 )";
 }
 
