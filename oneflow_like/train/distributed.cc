@@ -311,7 +311,12 @@ void DistributedContext::Abort(const std::string& reason) {
 void DistributedContext::OnFailure(const absl::Status& status) {
   {
     std::lock_guard<std::mutex> lock(mu_);
-    if (!failure_.ok()) return;
+    if (!failure_.ok()) {
+      // A peer's own report (relayed by the control plane: Aborted) explains a broken link to it
+      // (Unavailable) that may have come first: keep the report as the job's failure.
+      if (absl::IsUnavailable(failure_) && absl::IsAborted(status)) failure_ = status;
+      return;
+    }
     failure_ = status;
   }
   if (watchdog_started_.exchange(true)) return;

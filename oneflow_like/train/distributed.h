@@ -97,7 +97,8 @@ class DistributedContext {
   // agreement, else the content hash); each compares with rank 0's, before any data moves.
   // FailedPrecondition naming what differs.
   absl::Status CheckPlan(const PlanProto& plan);
-  // OK, or the job's first failure (a peer's death, a broken link, an abort).
+  // OK, or the job's first failure (a peer's death, a broken link, an abort); a peer's abort
+  // relayed by the control plane replaces a broken link to it that came first (its cause).
   absl::Status failure() const;
   // Tells every rank this one fails with `reason` (then the caller exits non-zero).
   void Abort(const std::string& reason);

@@ -8,14 +8,17 @@
 // - Started directly: all ranks of the plan run in this process as threads.
 //   bazel run -c opt //tools/train:oltrain -- --model=gpt --steps=5
 //   tools/olrun --nproc-per-node 4 --config configs/gpt_4rank.cfg
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <iostream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "tools/train/oltrain_main.h"
 
+#include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "oneflow_like/core/ops/builtin_ops.h"
 #include "oneflow_like/train/config_file.h"
@@ -94,8 +97,14 @@ int RunDistributed(train::TrainerOptions options, const train::RunOptions& run, 
     std::cerr << "oltrain: rank " << env->rank << " failed: " << status << "\n";
     std::cerr.flush();
     // peers may be gone mid-protocol: no orderly teardown. Preflight failures exit 3: olrun does
-    // not restart a job that cannot work.
-    std::_Exit(train::IsPreflightFailure(status) ? kExitPreflight : 1);
+    // not restart a job that cannot work -- also when this rank only saw its link to the failing
+    // peer close before the control plane relayed that peer's preflight failure (up to 500 ms).
+    bool preflight = train::IsPreflightFailure(status);
+    for (int i = 0; !preflight && absl::IsUnavailable(status) && i < 50; ++i) {
+      preflight = train::IsPreflightFailure(ctx->failure());
+      if (!preflight) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    std::_Exit(preflight ? kExitPreflight : 1);
   }
   context->reset();
   return 0;
