@@ -28,6 +28,14 @@
 // grad and state inputs and all its outputs (the step input stays free, B). The boxing
 // planner then reduce-scatters the gradient into Z, and all-gathers the updated parameter
 // back into w's layout. Other parameters stay unpinned (plain data-parallel update).
+// On a mesh of 2+ axes (dp x tp): only a parameter with a pin of its own (the tensor-parallel
+// weights, [B, S(k)]) gets Z, and Z's axis 0 splits the first dimension that no other axis of
+// Z splits and ValidateNdSbp accepts (else the first dimension it accepts): [B, S(0)] on a
+// 2 x 2 mesh -> [S(1), S(0)], a local slice of the rank's block, where [S(0), S(0)] would move
+// data both ways. An unpinned parameter there gets no Z: the SBP solver places its state (it
+// already splits the large ones over both axes under ZeRO-0), and pinning them [S(0), B] raised
+// the GPT's planned peak (optimizer_pass.cc, ZeroShardedLayout). A 1-axis mesh keeps the rule
+// above exactly.
 // Example: w1 float32[128,256] on cpu:[0,1,2,3], unpinned -> Z = [S(0)]: each rank keeps
 // 32 rows of w1/adam_m and w1/adam_v. b float32[2] on the same 4 ranks -> no pins (2 < 4).
 //

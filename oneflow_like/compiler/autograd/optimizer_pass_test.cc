@@ -229,8 +229,10 @@ TEST(OptimizerPassTest, ZeroOneLayoutRule) {
   ASSERT_TRUE(RunTrainingPasses(&g, true).ok());  // the verifier checks every pin against its shape
   auto state_pin = [&](const std::string& p) { return g.tensor(g.FindTensor(p + "/adam_m")).pinned_nd_sbp; };
   EXPECT_EQ(state_pin("w_qkv"), NdSbp({Sbp::Split(0), Sbp::Split(1)}));  // keeps its [B, S(1)] on axis 1
-  EXPECT_EQ(state_pin("w_o"), NdSbp({Sbp::Split(0), Sbp::Split(0)}));    // [B, S(0)]: 32 rows in 4 parts
-  EXPECT_EQ(state_pin("ln1_g"), NdSbp({Sbp::Split(0), Sbp::Broadcast()}));
+  // [B, S(0)]: axis 0 splits the columns, so the shard is a slice of the rank's rows.
+  EXPECT_EQ(state_pin("w_o"), NdSbp({Sbp::Split(1), Sbp::Split(0)}));
+  // Unpinned on a 2-axis mesh: no ZeRO pin, the SBP solver places the state.
+  EXPECT_FALSE(state_pin("ln1_g").has_value());
 
   TensorNode t;
   t.placement = *Placement::Parse("cpu:[0,1,2,3]");
@@ -246,7 +248,14 @@ TEST(OptimizerPassTest, ZeroOneLayoutRule) {
   t.placement = *Placement::Parse("cpu:[[0,1],[2,3]]");
   t.desc = TensorDesc{DataType::kFloat32, Shape({3, 8})};
   t.pinned_nd_sbp = NdSbp({Sbp::Broadcast(), Sbp::Split(0)});
-  EXPECT_FALSE(ZeroShardedLayout(t).has_value()) << "3 rows in 2 x 2 parts";
+  EXPECT_EQ(ZeroShardedLayout(t), NdSbp({Sbp::Split(1), Sbp::Split(0)})) << "a dimension axis 1 leaves whole";
+  t.desc = TensorDesc{DataType::kFloat32, Shape({8, 1})};
+  EXPECT_EQ(ZeroShardedLayout(t), NdSbp({Sbp::Split(0), Sbp::Split(0)})) << "1 column: the rows in 2 x 2 parts";
+  t.desc = TensorDesc{DataType::kFloat32, Shape({3, 1})};
+  EXPECT_FALSE(ZeroShardedLayout(t).has_value()) << "3 rows in 2 x 2 parts, 1 column in 2";
+  t.desc = TensorDesc{DataType::kFloat32, Shape({8, 8})};
+  t.pinned_nd_sbp.reset();
+  EXPECT_FALSE(ZeroShardedLayout(t).has_value()) << "unpinned on a 2-axis mesh: the solver places its state";
   t.placement = *Placement::Parse("cpu:[0]");
   t.pinned_nd_sbp.reset();
   EXPECT_FALSE(ZeroShardedLayout(t).has_value()) << "one device: nothing to shard";
@@ -288,7 +297,7 @@ TEST(OptimizerPassTest, ZeroTwoOnADataAndTensorParallelBlockIsZeroOne) {
   EXPECT_EQ(pin("w_qkv"), NdSbp({Sbp::Broadcast(), Sbp::Split(1)}));  // the user's pin, not Z
   EXPECT_EQ(pin("ln1_g"), std::nullopt);
   EXPECT_EQ(pin("w_qkv/adam_m"), NdSbp({Sbp::Split(0), Sbp::Split(1)}));  // ZeRO-1: state sharded
-  EXPECT_EQ(pin("ln1_g/adam_m"), NdSbp({Sbp::Split(0), Sbp::Broadcast()}));
+  EXPECT_EQ(pin("ln1_g/adam_m"), std::nullopt);  // unpinned on 2 axes: the solver places the state
   EXPECT_EQ(g.op(g.FindOp("qkv")).pinned_input_nd_sbp.count(1), 0u) << "no gathered-layout pin";
   const OpNode& fc = g.op(g.FindOp("fc"));  // the user's own pin stays
   EXPECT_EQ(fc.pinned_input_nd_sbp.at(1), NdSbp({Sbp::Broadcast(), Sbp::Split(1)}));
