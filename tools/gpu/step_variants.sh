@@ -30,7 +30,7 @@ variant() {
   [ -n "$ms" ] || { ms="failed"; tail -3 "$log" | sed 's/^/    /' >&2; }
   echo "| $name | $ms | $cpu |"
   # RunTraining's stream-thread loads (is the compute stream's host thread the bound?).
-  echo "$name: $(grep -m1 '^host threads' "$log")" >>/tmp/variant_hosts.txt
+  echo "$name: $(grep -m1 '^host threads' "$log") | $(grep -m1 '^cuda host cost' "$log")" >>/tmp/variant_hosts.txt
 }
 : >/tmp/variant_hosts.txt
 # Alternated, each twice, so that drift between runs shows as a spread within a row pair.

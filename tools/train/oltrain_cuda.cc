@@ -13,6 +13,7 @@
 // sleeping on each act's event (cuda_backend.h).
 // Without a visible GPU a cuda job fails naming CUDA's reason; cpu jobs are unaffected.
 // COLLECTIVE tasks run through NCCL (comm/nccl_collective.h) on that GPU; gloo is not used.
+#include <cstdio>
 #include <cstdlib>
 #include <iostream>
 #include <memory>
@@ -53,5 +54,12 @@ int main(int argc, char** argv) {
     options.device = device;
     return oneflow_like::comm::CreateNcclBackend(store, rank, world, options);
   };
-  return oneflow_like::OltrainMain(argc, argv, cuda->get(), nccl);
+  const int code = oneflow_like::OltrainMain(argc, argv, cuda->get(), nccl);
+  const oneflow_like::actor::CudaBackend::HostCosts costs = (*cuda)->host_costs();
+  if (code == 0 && costs.starts > 0) {  // where the host's time per device act goes (docs/cuda.md)
+    std::printf("cuda host cost per act (whole run, %lld acts): enqueue %.1f us, completion event %.1f us\n",
+                static_cast<long long>(costs.starts), static_cast<double>(costs.enqueue_micros) / costs.starts,
+                static_cast<double>(costs.completion_micros) / costs.starts);
+  }
+  return code;
 }

@@ -3,6 +3,7 @@
 #include <cublas_v2.h>
 #include <cuda_runtime_api.h>
 
+#include <chrono>
 #include <utility>
 #include <vector>
 
@@ -55,14 +56,17 @@ class CudaBody final : public ActBody {
   }
 
   void Start(ActIo io, std::function<void(const absl::Status&)> finished) override {
+    const auto begin = std::chrono::steady_clock::now();
     absl::StatusOr<CudaBackend::Stream*> stream = backend_->StreamFor(task_.device, task_.stream);
     if (!stream.ok()) return finished(Named(stream.status()));
     if (absl::Status s = Enqueue(io, **stream); !s.ok()) return finished(Named(s));
+    const auto enqueued = std::chrono::steady_clock::now();
     // The event's completion (or the fault before it) reaches `finished` from the stream's
     // completion thread; the stream itself never waits for the host.
     auto named = [this, finished = std::move(finished)](const absl::Status& s) { finished(s.ok() ? s : Named(s)); };
     if ((*stream)->completions == nullptr) return named(absl::InternalError("no completions on stream -1"));
     if (absl::Status s = (*stream)->completions->Add((*stream)->stream.get(), named); !s.ok()) named(s);
+    backend_->CountStart(enqueued - begin, std::chrono::steady_clock::now() - enqueued);
   }
 
  private:
@@ -161,6 +165,17 @@ absl::Status CudaBackend::Use(int32_t device) const {
                                                    device_count_, " device(s) are visible"));
   }
   return cuda::UseDevice(device + device_offset_);
+}
+
+void CudaBackend::CountStart(std::chrono::nanoseconds enqueue, std::chrono::nanoseconds completion) {
+  starts_.fetch_add(1, std::memory_order_relaxed);
+  enqueue_nanos_.fetch_add(enqueue.count(), std::memory_order_relaxed);
+  completion_nanos_.fetch_add(completion.count(), std::memory_order_relaxed);
+}
+
+CudaBackend::HostCosts CudaBackend::host_costs() const {
+  return HostCosts{starts_.load(std::memory_order_relaxed), enqueue_nanos_.load(std::memory_order_relaxed) / 1000,
+                   completion_nanos_.load(std::memory_order_relaxed) / 1000};
 }
 
 absl::StatusOr<CudaBackend::Stream*> CudaBackend::StreamFor(int32_t device, int32_t stream_id) {

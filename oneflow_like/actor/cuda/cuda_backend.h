@@ -35,6 +35,7 @@
 #define ONEFLOW_LIKE_ACTOR_CUDA_CUDA_BACKEND_H_
 
 #include <atomic>
+#include <chrono>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -102,6 +103,17 @@ class CudaBackend final : public DeviceBackend {
   // core per stream. oltrain_cuda: OL_CUDA_SPIN_COMPLETIONS=1.
   void set_spin_completions(bool on) { spin_completions_.store(on); }
 
+  // The host's cost of the asynchronous acts so far (Start, on the actors' threads): selecting
+  // the stream and enqueueing the work (kernel launches, cuBLAS, copies), and recording the
+  // completion event and queueing its callback. oltrain_cuda prints it at the end of a run.
+  struct HostCosts {
+    int64_t starts = 0;
+    int64_t enqueue_micros = 0;
+    int64_t completion_micros = 0;
+  };
+  HostCosts host_costs() const;
+  void CountStart(std::chrono::nanoseconds enqueue, std::chrono::nanoseconds completion);
+
  private:
   CudaBackend(int32_t device_offset, bool allow_tf32) : device_offset_(device_offset), allow_tf32_(allow_tf32) {}
   int32_t device_offset_ = 0;
@@ -109,6 +121,7 @@ class CudaBackend final : public DeviceBackend {
   std::atomic<bool> stream_events_{true};
   std::atomic<bool> check_indices_{true};
   std::atomic<bool> spin_completions_{false};
+  std::atomic<int64_t> starts_{0}, enqueue_nanos_{0}, completion_nanos_{0};
   int device_count_ = 0;
   cuda::CudaKernelTable kernels_;
   std::mutex mu_;
