@@ -128,17 +128,27 @@ bool Actor::AllOutputsFree() const {
 bool Actor::BytesAvailable(const OutputPort& out) const {
   if (out.use == nullptr) return true;
   const int64_t mine = out.use->writes.load();
-  for (const ByteConflict& c : out.conflicts) {
+  auto clear = [mine](const ByteConflict& c) {
     // Read `writes` before `live`: the producer raises `live` before `writes`.
     const int64_t theirs = c.other->writes.load();
     if (c.other->live.load() != 0) return false;
-    if (c.other_is_earlier ? theirs <= mine : theirs != mine) return false;
+    return c.other_is_earlier ? theirs > mine : theirs == mine;
+  };
+  for (const ByteConflict& c : out.conflicts) {
+    if (clear(c)) continue;
+    if (c.waiting_on_other == nullptr) return false;
+    // Ask for a wake, then look again: the other producer changes its counters before it reads
+    // the flag (WakeConflicts), so either it sees the flag or this sees its change.
+    c.waiting_on_other->store(true);
+    if (!clear(c)) return false;
   }
   return true;
 }
 
 void Actor::WakeConflicts(const OutputPort& out) {
   for (const ByteConflict& c : out.conflicts) {
+    // It does not wait (a load first: the exchange's locked write only when it does).
+    if (c.other_waiting != nullptr && !(c.other_waiting->load() && c.other_waiting->exchange(false))) continue;
     host_->Post(ActorMessage{MessageKind::kWake, c.other_producer, 0, 0, 0});
   }
 }

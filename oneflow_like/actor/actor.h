@@ -93,8 +93,15 @@ struct RegisterUse {
 struct ByteConflict {
   const RegisterUse* other = nullptr;
   bool other_is_earlier = false;
-  ActorId other_producer;  // woken when this register's state changes
+  ActorId other_producer;  // woken when this register's state changes (and it waits for it)
   std::string other_name;
+  // Wake-ups only to a producer that waits (a register can share bytes with dozens of others:
+  // waking every one on every write and return cost ~3 us an act). Each flag is shared with the
+  // other register's mirrored entry. `waiting_on_other`: this producer found `other` in its way
+  // (set before it checks again, so a change in between is seen by one side or the other:
+  // seq_cst on both); `other_waiting`: the other producer waits for this register -- a change
+  // here posts it a wake only when set. Null: always wake (entries built without a mirror).
+  std::shared_ptr<std::atomic<bool>> waiting_on_other, other_waiting;
 };
 
 struct OutputPort {

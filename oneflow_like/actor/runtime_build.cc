@@ -383,10 +383,12 @@ std::map<int64_t, std::vector<ByteConflict>> Runtime::FindByteConflicts(
       const LocalEndpoint a = producer_by_register_.at(intervals[i].id), b = producer_by_register_.at(intervals[j].id);
       if (a.actor == b.actor) continue;        // one task writes both: nothing to order
       const bool a_first = a.actor < b.actor;  // task order = the planner's lifetime order
-      conflicts[intervals[i].id].push_back(
-          ByteConflict{use_of(intervals[j].id), !a_first, b.actor, layout_by_id_.at(intervals[j].id)->name});
-      conflicts[intervals[j].id].push_back(
-          ByteConflict{use_of(intervals[i].id), a_first, a.actor, layout_by_id_.at(intervals[i].id)->name});
+      // a waits for j's register / b waits for i's register (ByteConflict's wake flags).
+      auto a_waits = std::make_shared<std::atomic<bool>>(false), b_waits = std::make_shared<std::atomic<bool>>(false);
+      conflicts[intervals[i].id].push_back(ByteConflict{use_of(intervals[j].id), !a_first, b.actor,
+                                                        layout_by_id_.at(intervals[j].id)->name, a_waits, b_waits});
+      conflicts[intervals[j].id].push_back(ByteConflict{use_of(intervals[i].id), a_first, a.actor,
+                                                        layout_by_id_.at(intervals[i].id)->name, b_waits, a_waits});
     }
   }
   return conflicts;
