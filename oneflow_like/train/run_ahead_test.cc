@@ -195,6 +195,36 @@ TEST_F(RunAheadTest, StreamThreadLoadsCountEveryAct) {
   EXPECT_NE(out.str().find("r1 cpu:0/stream 0 busy "), std::string::npos) << out.str();
 }
 
+// Registers that share bytes (memory reuse) wake each other's producers only when one waits
+// (actor.h ByteConflict): the messages a step handles stay near the count without reuse. (Every
+// write and return used to wake every producer of every register sharing its bytes: 8803
+// messages a step on this model against 1899 without reuse.)
+TEST_F(RunAheadTest, MemoryReuseAddsFewWakeUps) {
+  std::map<bool, int64_t> messages;
+  for (bool reuse : {false, true}) {
+    TrainerOptions o = TinyGpt({});
+    o.gpt.n_layer = 4;
+    o.reuse_memory = reuse;
+    absl::StatusOr<std::unique_ptr<Trainer>> trainer = Trainer::Create(o, registry_.get());
+    ASSERT_TRUE(trainer.ok()) << trainer.status();
+    auto total = [&] {
+      int64_t n = 0;
+      for (const actor::Runtime* runtime : (*trainer)->executor()->local_runtimes()) {
+        for (const actor::Runtime::ThreadLoad& load : runtime->ThreadLoads()) n += load.messages;
+      }
+      return n;
+    };
+    ASSERT_TRUE((*trainer)->RunStep(false).ok());
+    const int64_t before = total();
+    for (int i = 0; i < 3; ++i) ASSERT_TRUE((*trainer)->RunStep(false).ok());
+    messages[reuse] = (total() - before) / 3;
+    EXPECT_TRUE((*trainer)->executor()->Close().ok());
+  }
+  EXPECT_GT(messages[false], 0);
+  EXPECT_LT(messages[true], messages[false] * 3 / 2) << "with reuse " << messages[true] << " messages a step, without "
+                                                      << messages[false];
+}
+
 }  // namespace
 }  // namespace train
 }  // namespace oneflow_like
