@@ -310,14 +310,14 @@ void Runtime::OnDone(const Actor& actor) {
   (void)actor;
   done_actors_.fetch_add(1);
   progress_.fetch_add(1);
-  if (env_.step_notifier != nullptr) env_.step_notifier->Notify();
+  if (env_.step_notifier != nullptr) env_.step_notifier->NotifyAlways();
 }
 
 void Runtime::RecordFailure(const absl::Status& status) {
   std::lock_guard<std::mutex> lock(status_mu_);
   if (status_.ok()) status_ = status;
   failed_.store(true);
-  if (env_.step_notifier != nullptr) env_.step_notifier->Notify();
+  if (env_.step_notifier != nullptr) env_.step_notifier->NotifyAlways();
 }
 
 absl::Status Runtime::status() const {
@@ -484,6 +484,12 @@ absl::Status Runtime::StartStep() {
 }
 
 bool Runtime::StepDone() const { return step_events_.load() >= steps_started_ * events_per_step_; }
+
+int64_t Runtime::StepEventsPerStep() const {
+  int64_t n = 0;
+  for (int64_t k : step_events_per_actor_) n += k;
+  return n;
+}
 
 int64_t Runtime::StepsDone() const {
   int64_t done = steps_started_;

@@ -169,6 +169,10 @@ class Runtime final : public ActorHost {
   // variable holder had all its events of that step (each actor's events come in step order).
   int64_t StepsDone() const;
   int64_t steps_started() const { return steps_started_; }
+  // Step events so far (each notifies RuntimeEnv::step_notifier), and how many one step has
+  // (its sources', sinks' and holders' firings): StepsDone() >= S needs step_events() >= S x it.
+  int64_t step_events() const { return step_events_.load(); }
+  int64_t StepEventsPerStep() const;
   // Update registers whose optimizer writes the variables in place (inplace_updates.h).
   int64_t num_inplace_updates() const { return num_inplace_updates_; }
   // Register edges handed over when the producing act is enqueued on its device stream

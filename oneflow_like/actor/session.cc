@@ -95,7 +95,7 @@ absl::Status Session::Stalled(const std::string& headline) {
   return broken_ = absl::DeadlineExceededError(report);
 }
 
-absl::Status Session::Wait(const std::function<bool()>& done, const std::string& what) {
+absl::Status Session::Wait(const std::function<bool()>& done, const std::string& what, int64_t wake_at) {
   int64_t last_progress = -1;
   int64_t last_change = clock_->NowMicros();
   while (true) {
@@ -130,7 +130,7 @@ absl::Status Session::Wait(const std::function<bool()>& done, const std::string&
     }
     // Sleep until a step event, a finished actor or a failure; wake at least every 10 ms for
     // the watchdog.
-    notifier_.WaitChange(seen, std::chrono::milliseconds(10));
+    notifier_.WaitChange(seen, std::chrono::milliseconds(10), wake_at);
   }
 }
 
@@ -171,7 +171,14 @@ absl::Status Session::FinishStep() {
   if (finished_ >= started_) return absl::FailedPreconditionError("FinishStep without a started step");
   const int64_t step = finished_;
   // Each runtime counts its own steps; they started together, so step `step` is the same
-  // number of steps behind each one's count.
+  // number of steps behind each one's count. The notifier's count cannot be below wake_at
+  // before that (each runtime's step events for those steps, plus the other notifications so
+  // far; the count read first, so wake_at is low rather than high): sleep until then.
+  int64_t wake_at = notifier_.count();
+  for (auto& runtime : runtimes_) {
+    const int64_t target = runtime->steps_started() - (started_ - finished_ - 1);
+    wake_at += target * runtime->StepEventsPerStep() - runtime->step_events();
+  }
   RETURN_IF_ERROR(Wait(
       [this] {
         for (auto& runtime : runtimes_) {
@@ -179,7 +186,7 @@ absl::Status Session::FinishStep() {
         }
         return true;
       },
-      absl::StrCat("step ", step + 1)));
+      absl::StrCat("step ", step + 1), wake_at));
   ++finished_;
   fetched_.clear();
   for (auto& runtime : runtimes_) {

@@ -116,7 +116,8 @@ class Session {
 
  private:
   Session() = default;
-  absl::Status Wait(const std::function<bool()>& done, const std::string& what);
+  // `wake_at`: StepNotifier::WaitChange's (the notifier count below which `done` cannot hold).
+  absl::Status Wait(const std::function<bool()>& done, const std::string& what, int64_t wake_at = 0);
   absl::Status Stalled(const std::string& headline);  // breaks the session with a report
   // Shards of binding `name` per rank (in rank order) -> the logical tensor.
   absl::StatusOr<Tensor> Assemble(const std::string& name, const std::vector<std::pair<int, Tensor>>& shards) const;
