@@ -7,9 +7,9 @@
 //
 // Why: a device body reports its finish when the stream has run everything enqueued before it
 // (an event after the act), and a holder is not a stream actor (stream_ordered.h): its
-// consumers hear of the updated variable only after that finish. So each next read of a weight
-// waited for the device to drain its queue first, and the GPU idled while the host enqueued what came next
-// (an H200 GPT step: ~400 drains a step, 97 ms against ~75 ms of kernels).
+// consumers hear of the updated variable only after that finish. So the next step's reads of a
+// weight waited for the device to drain everything enqueued before the absorption, and the GPU
+// idled while the host enqueued what came next (not yet measured on a GPU: docs/cuda.md).
 // Safe because a holder's inputs come at their producer's finish (never at enqueue: holders are
 // not stream actors), so an update written in place is complete when the holder absorbs it,
 // and the variable it hands out was complete since that absorption.
