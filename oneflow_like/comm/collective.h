@@ -123,14 +123,22 @@ class CollectiveBackend {
   // A communicator (a "channel") that may share its connections with the other channels of the
   // same group on this backend (gloo: one context per group). `channel` identifies it: the same
   // on every member, distinct among the group's channels (the plan's CollectiveParams.global_order).
-  // Semantics as Connect's: calls of one channel run in issue order; channels run concurrently
-  // and independently, whatever order the members issue them in. A failure of the shared
-  // connections (a dead or silent peer) fails every channel on them. Default: Connect.
+  // Semantics as Connect's: calls of one channel run in issue order; unless NeedsIssueOrder(),
+  // channels run concurrently and independently, whatever order the members issue them in. A
+  // failure of the shared connections (a dead or silent peer) fails every channel on them.
+  // Default: Connect.
   virtual absl::StatusOr<std::unique_ptr<Communicator>> ConnectChannel(const std::vector<int32_t>& group,
                                                                        uint64_t channel, const std::string& tag) {
     (void)channel;
     return Connect(group, tag);
   }
+  // Whether every member must issue its calls in one agreed order: the calls of all channels of
+  // a group (they share one queue: NCCL's channels share the group's communicator and stream),
+  // and the calls of different groups in an order consistent across members (NCCL: kernels of
+  // two communicators on one device can wait for each other otherwise). The runtime then issues
+  // a rank's collectives in the plan's issue order (actor/collective_order.h). false (gloo):
+  // channels are independent, each with its own worker and tags.
+  virtual bool NeedsIssueOrder() const { return false; }
   virtual CollectiveBackendStats stats() const { return {}; }
 };
 
