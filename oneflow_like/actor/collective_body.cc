@@ -123,10 +123,14 @@ absl::Status CollectiveBody::Act(ActIo& io) {
 }
 
 void CollectiveBody::Start(ActIo io, std::function<void(const absl::Status&)> finished) {
+  const int64_t ticket = order_ != nullptr ? order_->Ticket(order_call_, firings_) : -1;
+  ++firings_;
   if (!parts_.empty()) {
     int64_t staged = 0;
     if (absl::Status s = CheckBucket(io, &staged); !s.ok()) {
-      finished(absl::Status(s.code(), absl::StrCat(name_, ": ", s.message())));
+      absl::Status named(s.code(), absl::StrCat(name_, ": ", s.message()));
+      if (order_ == nullptr) return finished(named);
+      order_->Issue(ticket, [finished, named] { finished(named); });  // its turn passes on
       return;
     }
   }
@@ -145,12 +149,19 @@ void CollectiveBody::Start(ActIo io, std::function<void(const absl::Status&)> fi
       IssueBucket(comm->get(), std::move(io), std::move(named));
     }
   };
+  auto issue = [this, run, ticket](ActIo io) {
+    if (order_ == nullptr) return run(std::move(io));
+    order_->Issue(ticket, [run, io = std::move(io)]() mutable { run(std::move(io)); });
+  };
   if (connected_.wait_for(std::chrono::seconds(0)) == std::future_status::ready) {
-    run(std::move(io));
+    issue(std::move(io));
     return;
   }
   std::lock_guard<std::mutex> lock(waiters_mu_);  // the first firing: wait for the group off this thread
-  waiters_.push_back(std::async(std::launch::async, run, std::move(io)));
+  waiters_.push_back(std::async(std::launch::async, [this, issue](ActIo io) {
+    connected_.wait();
+    issue(std::move(io));
+  }, std::move(io)));
 }
 
 bool CollectiveBody::RowBlocks(const std::vector<Box>& boxes, const std::vector<int64_t>& group_shape) {

@@ -31,7 +31,10 @@
 // context (its connections), each with a worker thread and tags of its own. It is connected in
 // the background when the body is built, since every member builds its body at runtime
 // creation; the first firing waits for it off the actor's thread. So collectives of one group
-// never depend on the order in which their actors fire.
+// never depend on the order in which their actors fire -- unless the backend needs an agreed
+// issue order (NCCL: the channels of a group share one communicator): then every firing is
+// handed to the library in the rank's CollectiveOrder (UseOrder), connection waits and errors
+// found before the call included, so a later call never passes an earlier one.
 #ifndef ONEFLOW_LIKE_ACTOR_COLLECTIVE_BODY_H_
 #define ONEFLOW_LIKE_ACTOR_COLLECTIVE_BODY_H_
 
@@ -43,6 +46,7 @@
 #include <vector>
 
 #include "oneflow_like/actor/act_body.h"
+#include "oneflow_like/actor/collective_order.h"
 #include "oneflow_like/actor/device_backend.h"
 #include "oneflow_like/comm/collective.h"
 #include "oneflow_like/core/proto/plan.pb.h"
@@ -64,6 +68,13 @@ class CollectiveBody final : public ActBody {
   void UseDeviceMemory(DeviceBackend* memory, int32_t device) {
     device_memory_ = memory;
     device_ = device;
+  }
+
+  // Issue through `order` (collective_order.h) as its call `call`: each firing waits there for
+  // the rank's earlier calls in the agreed order before it goes to the library. Not owned.
+  void UseOrder(CollectiveOrder* order, int32_t call) {
+    order_ = order;
+    order_call_ = call;
   }
 
   bool IsAsync() const override { return true; }
@@ -122,6 +133,9 @@ class CollectiveBody final : public ActBody {
   int32_t device_ = 0;
   char* device_scratch_[2] = {nullptr, nullptr};  // ScratchOn on a device (kept between firings)
   int64_t device_scratch_bytes_[2] = {0, 0};
+  CollectiveOrder* order_ = nullptr;  // UseOrder
+  int32_t order_call_ = 0;
+  int64_t firings_ = 0;  // Start calls so far (one act at a time)
 };
 
 }  // namespace actor

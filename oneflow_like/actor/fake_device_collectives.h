@@ -2,7 +2,8 @@
 // GPU), standing in for NCCL: its memory_type() is "cuda", and every call translates the device
 // pointers it gets to the fake device's shadow bytes (fake_device_backend.h) before the host
 // library (gloo) runs it. A pointer that is not fake-device memory fails the call, so a runtime
-// that hands host memory to a device collective is caught.
+// that hands host memory to a device collective is caught. Like NCCL it needs an agreed issue
+// order (NeedsIssueOrder), so device plans run under the runtime's CollectiveOrder here too.
 #ifndef ONEFLOW_LIKE_ACTOR_FAKE_DEVICE_COLLECTIVES_H_
 #define ONEFLOW_LIKE_ACTOR_FAKE_DEVICE_COLLECTIVES_H_
 
@@ -27,6 +28,7 @@ class FakeDeviceCollectives final : public comm::CollectiveBackend {
                                                               const std::string& tag) override;
   absl::StatusOr<std::unique_ptr<comm::Communicator>> ConnectChannel(const std::vector<int32_t>& group,
                                                                      uint64_t channel, const std::string& tag) override;
+  bool NeedsIssueOrder() const override { return true; }
   comm::CollectiveBackendStats stats() const override { return host_->stats(); }
   int64_t calls() const;  // calls made through its communicators
 

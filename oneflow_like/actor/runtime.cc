@@ -581,6 +581,9 @@ std::string Runtime::Report(int64_t timeout_ms) {
   std::string report = absl::StrCat("rank ", rank_.value(), ":\n");
   for (const std::string& line : report_lines_) absl::StrAppend(&report, "  ", line, "\n");
   if (!all) absl::StrAppend(&report, "  (some threads did not answer within ", timeout_ms, " ms: busy in an act?)\n");
+  if (collective_order_ != nullptr) {
+    if (std::string held = collective_order_->Describe(); !held.empty()) absl::StrAppend(&report, "  ", held, "\n");
+  }
   return report;
 }
 

@@ -49,6 +49,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "oneflow_like/actor/actor.h"
 #include "oneflow_like/actor/clock.h"
+#include "oneflow_like/actor/collective_order.h"
 #include "oneflow_like/actor/device_backend.h"
 #include "oneflow_like/actor/step_notifier.h"
 #include "oneflow_like/actor/mailbox.h"
@@ -126,6 +127,10 @@ struct RuntimeEnv {
   // (DeviceBackend::HasStreamEvents). Edges to the host, other ranks and byte sharers on other
   // streams wait for the act to finish (stream_ordered.h). False: every hand-off at finish.
   bool stream_ordered_handoffs = true;
+  // Issue the rank's collective calls in the plan's agreed order (collective_order.h) even when
+  // the backend does not need it (gloo): to rehearse on CPU what NCCL requires. A backend whose
+  // NeedsIssueOrder() is true gets the order whatever this says.
+  bool order_collectives = false;
 };
 
 class Runtime final : public ActorHost {
@@ -367,6 +372,9 @@ class Runtime final : public ActorHost {
   absl::flat_hash_map<int64_t, LocalEndpoint> producer_by_register_;
   std::vector<std::unique_ptr<RegisterUse>> register_uses_;  // registers sharing bytes
   absl::flat_hash_map<int64_t, RegisterUse*> use_by_register_;
+  // The collectives' issue order (collective_order.h; declared before the actors: outlives them).
+  std::unique_ptr<CollectiveOrder> collective_order_;
+  absl::flat_hash_map<int64_t, int32_t> collective_call_;  // task id -> its call in collective_order_
   std::vector<std::unique_ptr<Actor>> actors_;  // indexed by ActorId
   std::vector<StreamThread*> thread_of_actor_;  // indexed by ActorId
   std::vector<int32_t> position_in_thread_;     // indexed by ActorId: index in its thread's actors

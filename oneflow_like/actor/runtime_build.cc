@@ -268,6 +268,27 @@ absl::Status Runtime::Build(const PlanProto& plan, const RankPlanProto& rank_pla
     RETURN_IF_ERROR(AddBinding(binding));
   }
 
+  // The collectives' issue order, when the backend needs one (collective_order.h).
+  if (env_.collectives != nullptr && (env_.order_collectives || env_.collectives->NeedsIssueOrder())) {
+    std::vector<CollectiveOrder::Call> calls;
+    for (const TaskProto* task : tasks) {
+      if (task->type() != TaskProto::COLLECTIVE) continue;
+      collective_call_[task->id()] = static_cast<int32_t>(calls.size());
+      calls.push_back(CollectiveOrder::Call{task->name(), task->collective().issue_phase(),
+                                            task->collective().global_order(),
+                                            rates.contains(task->id()) ? rates.at(task->id()) : pieces_per_step_});
+    }
+    if (!calls.empty()) {
+      absl::StatusOr<std::unique_ptr<CollectiveOrder>> order = CollectiveOrder::Create(std::move(calls), pieces_per_step_);
+      if (!order.ok()) {
+        return absl::Status(order.status().code(),
+                            absl::StrCat("rank ", rank_.value(), ": the collective backend '", env_.collectives->name(),
+                                         "' needs one agreed issue order: ", order.status().message()));
+      }
+      collective_order_ = *std::move(order);
+    }
+  }
+
   // Actors.
   for (const TaskProto* task : tasks) {
     ActorSpec spec;

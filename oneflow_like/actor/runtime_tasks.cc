@@ -380,6 +380,7 @@ absl::StatusOr<Runtime::TaskSetup> Runtime::SetUpTask(const TaskProto& task, int
       auto body = std::make_unique<CollectiveBody>(env_.collectives, params,
                                                    static_cast<int32_t>(me - params.ranks().begin()), task.name());
       if (on_device) body->UseDeviceMemory(env_.device_backend, task.device().index());
+      if (collective_order_ != nullptr) body->UseOrder(collective_order_.get(), collective_call_.at(task.id()));
       setup.body = std::move(body);
       break;
     }

@@ -48,6 +48,7 @@ absl::StatusOr<std::unique_ptr<Session>> Session::Create(const PlanProto& plan, 
     env.record_timeline = session->options_.record_timeline;
     env.inplace_variable_updates = session->options_.inplace_variable_updates;
     env.stream_ordered_handoffs = session->options_.stream_ordered_handoffs;
+    env.order_collectives = session->options_.order_collectives;
     env.intra_op_threads = session->options_.intra_op_threads;
     env.device_backend = session->options_.device_backend;
     env.step_notifier = &session->notifier_;

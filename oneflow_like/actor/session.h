@@ -57,6 +57,9 @@ struct SessionOptions {
   bool inplace_variable_updates = true;
   // RuntimeEnv::stream_ordered_handoffs of every rank (device plans: hand-offs at enqueue).
   bool stream_ordered_handoffs = true;
+  // RuntimeEnv::order_collectives of every rank (issue collectives in the plan's agreed order
+  // even on gloo, as NCCL needs).
+  bool order_collectives = false;
   // RuntimeEnv::intra_op_threads of every rank (each rank gets its own pool).
   int intra_op_threads = 1;
   // RuntimeEnv::device_backend of every rank (plans with cuda placements). Not owned.

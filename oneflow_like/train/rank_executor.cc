@@ -70,6 +70,7 @@ class RankExecutor : public StepExecutor {
     env.record_timeline = options_.record_timeline;
     env.inplace_variable_updates = options_.inplace_variable_updates;
     env.stream_ordered_handoffs = options_.stream_ordered_handoffs;
+    env.order_collectives = options_.order_collectives;
     env.intra_op_threads = options_.intra_op_threads;
     env.device_backend = options_.device_backend;
     env.step_notifier = &notifier_;

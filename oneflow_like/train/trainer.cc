@@ -149,6 +149,7 @@ absl::StatusOr<std::unique_ptr<Trainer>> Trainer::Create(const TrainerOptions& o
   session.record_timeline = options.record_timeline;
   session.inplace_variable_updates = options.inplace_updates;
   session.stream_ordered_handoffs = options.stream_ordered_handoffs;
+  session.order_collectives = options.order_collectives;
   // In process, the ranks share the process's budget; under olrun each process is one rank.
   const int ranks_here = options.executor_factory ? 1 : std::max(1, t->plan_.world_size());
   session.intra_op_threads =

@@ -66,6 +66,9 @@ struct TrainerOptions {
   // Device runs: kernels hand registers over when enqueued, within a stream and across the
   // device's streams with events (actor/stream_ordered.h).
   bool stream_ordered_handoffs = true;
+  // Collective boxing: issue the collectives in the plan's agreed order (actor/collective_order.h)
+  // even on gloo, which does not need it (NCCL does, and always gets it).
+  bool order_collectives = false;
   bool recompute = false;         // gpt: recompute the blocks' activations in backward
   double learning_rate = 0;       // 0 = the workload's: SGD 0.01 (mlp), AdamW 3e-4 wd 0.01 (gpt)
   uint64_t seed = 0;              // initialization and data

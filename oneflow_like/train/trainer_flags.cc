@@ -77,6 +77,9 @@ Parallel layout (world = dp x tp x pp ranks):
   --stream_ordered[=bool]  --device=cuda: kernels pass registers on when enqueued, not when
                          finished (within a stream; across the GPU's streams with CUDA
                          events), so the host runs ahead of the GPU (on)
+  --order_collectives[=bool]  collective boxing: issue every rank's collectives in the plan's
+                         agreed order, as NCCL needs (it always gets it); on gloo, to rehearse
+                         it (off)
   --recompute[=bool]     gpt: recompute each block's activations in backward (off)
 Data:
   --data=synthetic|FILE  gpt: torch_gpt.py's synthetic batches (default), or a text file read
@@ -211,6 +214,11 @@ absl::StatusOr<TrainerFlags> ParseTrainerFlags(const std::vector<std::string>& a
          ASSIGN_OR_RETURN(o.stream_ordered_handoffs, Bool(flag, v));
          return absl::OkStatus();
        }},
+      {"--order_collectives",
+       [&](const std::string& flag, const std::string& v) -> absl::Status {
+         ASSIGN_OR_RETURN(o.order_collectives, Bool(flag, v));
+         return absl::OkStatus();
+       }},
       {"--timeline",
        [&](const std::string& flag, const std::string& v) -> absl::Status {
          if (v.empty()) return Bad(flag, "a directory", v);
@@ -273,7 +281,7 @@ absl::StatusOr<TrainerFlags> ParseTrainerFlags(const std::vector<std::string>& a
     if (eq != std::string::npos) {
       value = arg.substr(eq + 1);
     } else if (name == "--reuse_memory" || name == "--inplace_updates" || name == "--stream_ordered" ||
-               name == "--recompute" || name == "--resume" || name == "--run_ahead") {
+               name == "--order_collectives" || name == "--recompute" || name == "--resume" || name == "--run_ahead") {
       value = "";  // bare boolean
     } else if (i + 1 < args.size()) {
       value = args[++i];

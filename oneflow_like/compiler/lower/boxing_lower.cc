@@ -84,6 +84,7 @@ absl::StatusOr<Value> Lowerer::EmitBoxing(TensorId tensor, const Value& src, con
   const std::string base = absl::StrCat(t.name, ".", BoxingKindName(plan.kind));
   Value result{placement, nd_sbp, src.step_rate, src.stage, src.position, true, tensor};
   result.origin = Origin::kBoxed;
+  result.after_pieces = src.after_pieces;
   result.boxing = cached;
   result.src = &src;
   result.task_base = builder_.ReserveTasks(layout.num_tasks);
@@ -133,6 +134,7 @@ absl::StatusOr<Value> Lowerer::EmitBoxing(TensorId tensor, const Value& src, con
       params.set_kind(static_cast<CollectiveParams::Kind>(step.collective));
       for (Rank r : step.group) params.add_ranks(r.value());
       params.set_global_order(first_order + layout.collective_index[k]);
+      params.set_issue_phase(IssuePhaseOf(src));
       for (size_t m = 0; m < step.group.size(); ++m) {
         if (!builder_.Emits(step.group[m].value())) continue;
         const int32_t output = step.output + static_cast<int32_t>(m);

@@ -120,6 +120,10 @@ absl::Status Lowerer::EmitGradientBuckets(int64_t first_optimizer_position) {
     params.set_kind(static_cast<CollectiveParams::Kind>(bucket.kind));
     for (Rank r : bucket.group) params.add_ranks(r.value());
     params.set_global_order(order);
+    params.set_issue_phase(IssuePhaseOf(*gradients[bucket.parts.front().first].src));
+    for (const auto& part : bucket.parts) {  // parts of one rate; the latest phase of any of them
+      params.set_issue_phase(std::max(params.issue_phase(), IssuePhaseOf(*gradients[part.first].src)));
+    }
     int64_t staging = 0;
     for (const auto& [g, k] : bucket.parts) {
       const BoxingPlan& plan = gradients[g].boxing->plan;
@@ -158,6 +162,7 @@ absl::Status Lowerer::EmitGradientBuckets(int64_t first_optimizer_position) {
     Value result{gradient.placement, gradient.nd_sbp, gradient.src->step_rate, gradient.src->stage,
                  gradient.src->position, true, gradient.tensor};
     result.origin = Origin::kBucket;
+    result.after_pieces = gradient.src->after_pieces;
     result.boxing = gradient.boxing;
     result.bucket = std::move(gradient.steps);
     result.summary = NewSummary();

@@ -127,6 +127,8 @@ absl::Status Lowerer::EmitOp(OpId op_id) {
     outputs[j].reg_base = first_register + static_cast<int64_t>(j);
     outputs[j].reg_stride = num_outputs;
     outputs[j].summary = NewSummary();
+    outputs[j].after_pieces =
+        std::any_of(inputs.begin(), inputs.end(), [](const Value* v) { return v->after_pieces; });
   }
   const std::vector<int64_t> devices = EmittedDevices(placement);
   ComputeParams params;
@@ -249,6 +251,7 @@ Value Lowerer::EmitRateChange(TensorId tensor, const Value& in, TaskProto::Type 
   const int64_t n = in.placement.num_devices();
   Value out{in.placement, in.nd_sbp, /*step_rate=*/!repeat, in.stage, in.position, true, tensor};
   out.origin = repeat ? Origin::kRepeat : Origin::kAccumulate;
+  out.after_pieces = !repeat || in.after_pieces;
   out.task_base = builder_.ReserveTasks(n);
   out.reg_base = builder_.ReserveRegisters(n);
   out.summary = NewSummary();

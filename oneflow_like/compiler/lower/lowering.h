@@ -94,6 +94,9 @@ struct Value {
   bool defined = false;    // produced (native_ entries start undefined)
   TensorId tensor;
   Origin origin = Origin::kTensor;
+  // Made from a sum over the step's pieces (an ACCUMULATE of this step, e.g. a gradient summed
+  // over micro-batches, the optimizer's outputs): its collectives issue after the pieces.
+  bool after_pieces = false;
   // Device d's register: kTensor / kRepeat / kAccumulate: register reg_base + d * reg_stride,
   // task task_base + d. kBoxed: the destination value boxing->plan.dst_values[d]: a source value
   // is src's register, another value v register reg_base + value_offset[v] (task task_base + it).
@@ -168,6 +171,14 @@ class Lowerer {
                                         bool step_rate);
   // REPEAT (step -> piece) or ACCUMULATE (piece -> step) per device of `in`.
   Value EmitRateChange(TensorId tensor, const Value& in, TaskProto::Type type);
+  // CollectiveParams.issue_phase of a collective boxing `v` (docs/plan_format.md "Collective
+  // issue order"): one piece (all of them when the plan has one piece a step), before or after
+  // the pieces, or UNPLACED (piece-rate but made from a sum over the step's pieces).
+  CollectiveParams::IssuePhase IssuePhaseOf(const Value& v) const {
+    if (!multi_rate_) return CollectiveParams::PER_PIECE;
+    if (v.step_rate) return v.after_pieces ? CollectiveParams::AFTER_PIECES : CollectiveParams::BEFORE_PIECES;
+    return v.after_pieces ? CollectiveParams::UNPLACED : CollectiveParams::PER_PIECE;
+  }
   TaskInfo NewTask(TaskProto::Type type, Rank rank, DeviceType device, const std::string& name,
                    const std::string& op_name, int stage, int64_t position) const;
   // The devices of placement whose register / task this lowering builds: every device for the
