@@ -144,6 +144,7 @@ std::atomic<int> g_mismatches{0};
 std::atomic<uint64_t> g_unique{0};
 std::atomic<int> g_event_sync_error{cudaSuccess};
 std::atomic<int64_t> g_events_created{0};
+std::atomic<int64_t> g_comm_inits{0};
 
 }  // namespace
 
@@ -356,6 +357,7 @@ void InjectAsyncError(ncclResult_t error) { g_injected.store(error); }
 int MismatchCount() { return g_mismatches.load(); }
 void InjectEventSyncError(cudaError_t error) { g_event_sync_error.store(error); }
 int64_t EventsCreated() { return g_events_created.load(); }
+int64_t CommInits() { return g_comm_inits.load(); }
 }  // namespace nccl_fake
 }  // namespace comm
 }  // namespace oneflow_like
@@ -535,6 +537,7 @@ ncclResult_t ncclGetUniqueId(ncclUniqueId* id) {
 }
 
 ncclResult_t ncclCommInitRankConfig(ncclComm_t* comm, int nranks, ncclUniqueId id, int rank, ncclConfig_t* config) {
+  g_comm_inits.fetch_add(1);
   if (nranks < 1 || rank < 0 || rank >= nranks) return ncclInvalidArgument;
   const std::string key(id.internal, sizeof(id.internal));
   std::shared_ptr<World> world;

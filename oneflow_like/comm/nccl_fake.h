@@ -25,6 +25,8 @@ int MismatchCount();
 void InjectEventSyncError(cudaError_t error);
 // cudaEventCreateWithFlags calls so far.
 int64_t EventsCreated();
+// ncclCommInitRankConfig calls so far (every member's: the communicators made in this process).
+int64_t CommInits();
 
 }  // namespace nccl_fake
 }  // namespace comm
