@@ -9,7 +9,9 @@
 #include <cstdlib>
 #include <deque>
 #include <functional>
+#include <future>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <set>
 #include <thread>
@@ -148,7 +150,48 @@ class NcclCommunicator final : public Communicator {
   std::string description() const override { return description_; }
 
   void AllReduce(const void* in, void* out, int64_t count, DataType dtype, CollectiveDone done) override {
-    const std::string name = absl::StrCat("AllReduce of ", count, " ", DataTypeName(dtype));
+    AllReduceAs("", in, out, count, dtype, std::move(done));
+  }
+  void AllGather(const void* in, void* out, std::vector<int64_t> counts, DataType dtype, CollectiveDone done) override {
+    AllGatherAs("", in, out, std::move(counts), dtype, std::move(done));
+  }
+  void ReduceScatter(const void* in, void* out, std::vector<int64_t> counts, DataType dtype,
+                     CollectiveDone done) override {
+    ReduceScatterAs("", in, out, std::move(counts), dtype, std::move(done));
+  }
+  void Broadcast(void* buffer, int64_t count, DataType dtype, int32_t root, CollectiveDone done) override {
+    BroadcastAs("", buffer, count, dtype, root, std::move(done));
+  }
+  void AllToAll(const void* in, std::vector<int64_t> send_counts, void* out, std::vector<int64_t> recv_counts,
+                DataType dtype, CollectiveDone done) override {
+    AllToAllAs("", in, std::move(send_counts), out, std::move(recv_counts), dtype, std::move(done));
+  }
+  void Send(const void* in, int64_t count, DataType dtype, int32_t peer, CollectiveDone done) override {
+    SendAs("", in, count, dtype, peer, std::move(done));
+  }
+  void Recv(void* out, int64_t count, DataType dtype, int32_t peer, CollectiveDone done) override {
+    RecvAs("", out, count, dtype, peer, std::move(done));
+  }
+
+  absl::Status Flush() override {
+    if (OnWorkerThread()) {
+      return absl::FailedPreconditionError(
+          absl::StrCat(description_, ": Flush called from a completion callback (it would wait for itself)"));
+    }
+    std::unique_lock<std::mutex> lock(mailbox_->mu);
+    const uint64_t target = mailbox_->issued;
+    mailbox_->flushed.wait(lock, [&] { return mailbox_->completed >= target; });
+    return mailbox_->first_error;
+  }
+
+  // Whether the caller is the worker thread (the one that runs the `done` callbacks).
+  bool OnWorkerThread() const { return std::this_thread::get_id() == worker_id_; }
+
+  // The calls, each with `label` in front of its name in messages (a channel's: "channel 5
+  // 'collective/5': "; "" for the communicator's own calls).
+  void AllReduceAs(const std::string& label, const void* in, void* out, int64_t count, DataType dtype,
+                   CollectiveDone done) {
+    const std::string name = absl::StrCat(label, "AllReduce of ", count, " ", DataTypeName(dtype));
     Submit(
         name,
         [=] {
@@ -166,8 +209,9 @@ class NcclCommunicator final : public Communicator {
         std::move(done));
   }
 
-  void AllGather(const void* in, void* out, std::vector<int64_t> counts, DataType dtype, CollectiveDone done) override {
-    const std::string name = absl::StrCat("AllGather of ", CountsText(counts), " ", DataTypeName(dtype));
+  void AllGatherAs(const std::string& label, const void* in, void* out, std::vector<int64_t> counts, DataType dtype,
+                   CollectiveDone done) {
+    const std::string name = absl::StrCat(label, "AllGather of ", CountsText(counts), " ", DataTypeName(dtype));
     Submit(
         name,
         [=] {
@@ -200,9 +244,9 @@ class NcclCommunicator final : public Communicator {
         std::move(done));
   }
 
-  void ReduceScatter(const void* in, void* out, std::vector<int64_t> counts, DataType dtype,
-                     CollectiveDone done) override {
-    const std::string name = absl::StrCat("ReduceScatter of ", CountsText(counts), " ", DataTypeName(dtype));
+  void ReduceScatterAs(const std::string& label, const void* in, void* out, std::vector<int64_t> counts,
+                       DataType dtype, CollectiveDone done) {
+    const std::string name = absl::StrCat(label, "ReduceScatter of ", CountsText(counts), " ", DataTypeName(dtype));
     Submit(
         name,
         [=] {
@@ -235,8 +279,9 @@ class NcclCommunicator final : public Communicator {
         std::move(done));
   }
 
-  void Broadcast(void* buffer, int64_t count, DataType dtype, int32_t root, CollectiveDone done) override {
-    const std::string name = absl::StrCat("Broadcast of ", count, " ", DataTypeName(dtype), " from member ", root);
+  void BroadcastAs(const std::string& label, void* buffer, int64_t count, DataType dtype, int32_t root,
+                   CollectiveDone done) {
+    const std::string name = absl::StrCat(label, "Broadcast of ", count, " ", DataTypeName(dtype), " from member ", root);
     Submit(
         name,
         [=] {
@@ -254,9 +299,9 @@ class NcclCommunicator final : public Communicator {
         std::move(done));
   }
 
-  void AllToAll(const void* in, std::vector<int64_t> send_counts, void* out, std::vector<int64_t> recv_counts,
-                DataType dtype, CollectiveDone done) override {
-    const std::string name = absl::StrCat("AllToAll sending ", CountsText(send_counts), " receiving ",
+  void AllToAllAs(const std::string& label, const void* in, std::vector<int64_t> send_counts, void* out,
+                  std::vector<int64_t> recv_counts, DataType dtype, CollectiveDone done) {
+    const std::string name = absl::StrCat(label, "AllToAll sending ", CountsText(send_counts), " receiving ",
                                           CountsText(recv_counts), " ", DataTypeName(dtype));
     Submit(
         name,
@@ -308,8 +353,9 @@ class NcclCommunicator final : public Communicator {
         std::move(done));
   }
 
-  void Send(const void* in, int64_t count, DataType dtype, int32_t peer, CollectiveDone done) override {
-    const std::string name = absl::StrCat("Send of ", count, " ", DataTypeName(dtype), " to member ", peer);
+  void SendAs(const std::string& label, const void* in, int64_t count, DataType dtype, int32_t peer,
+              CollectiveDone done) {
+    const std::string name = absl::StrCat(label, "Send of ", count, " ", DataTypeName(dtype), " to member ", peer);
     Submit(
         name, [=] { return CheckPointToPoint(in, count, dtype, peer); },
         [=] {
@@ -320,8 +366,8 @@ class NcclCommunicator final : public Communicator {
         std::move(done));
   }
 
-  void Recv(void* out, int64_t count, DataType dtype, int32_t peer, CollectiveDone done) override {
-    const std::string name = absl::StrCat("Recv of ", count, " ", DataTypeName(dtype), " from member ", peer);
+  void RecvAs(const std::string& label, void* out, int64_t count, DataType dtype, int32_t peer, CollectiveDone done) {
+    const std::string name = absl::StrCat(label, "Recv of ", count, " ", DataTypeName(dtype), " from member ", peer);
     Submit(
         name, [=] { return CheckPointToPoint(out, count, dtype, peer); },
         [=] {
@@ -330,17 +376,6 @@ class NcclCommunicator final : public Communicator {
           return Enqueue(name, "ncclRecv", false, [&] { return ncclRecv(out, count, t, peer, comm_, stream_); });
         },
         std::move(done));
-  }
-
-  absl::Status Flush() override {
-    if (std::this_thread::get_id() == worker_id_) {
-      return absl::FailedPreconditionError(
-          absl::StrCat(description_, ": Flush called from a completion callback (it would wait for itself)"));
-    }
-    std::unique_lock<std::mutex> lock(mailbox_->mu);
-    const uint64_t target = mailbox_->issued;
-    mailbox_->flushed.wait(lock, [&] { return mailbox_->completed >= target; });
-    return mailbox_->first_error;
   }
 
  private:
@@ -673,6 +708,103 @@ class NcclCommunicator final : public Communicator {
   Clock::time_point last_completion_{};
 };
 
+// A channel (ConnectChannel): forwards every call to its group's shared communicator, its calls
+// named "channel <id> '<tag>': ..." in messages. It counts its own calls, so that Flush and the
+// destructor wait for this channel's calls (and so for every call of the group issued before
+// them: the shared queue completes in issue order), and Flush reports this channel's first
+// failure. The shared communicator goes when its last channel does.
+class NcclChannel final : public Communicator {
+ public:
+  NcclChannel(std::shared_ptr<NcclCommunicator> shared, std::string description, std::string label)
+      : shared_(std::move(shared)), description_(std::move(description)), label_(std::move(label)),
+        calls_(std::make_shared<Calls>()) {}
+
+  ~NcclChannel() override {
+    // its calls finish first (each bounded by the timeout); then the shared communicator is
+    // released, and destroyed here if this was its last channel
+    std::unique_lock<std::mutex> lock(calls_->mu);
+    calls_->changed.wait(lock, [&] { return calls_->completed >= calls_->issued; });
+  }
+
+  int32_t rank() const override { return shared_->rank(); }
+  int32_t size() const override { return shared_->size(); }
+  std::string description() const override { return description_; }
+
+  void AllReduce(const void* in, void* out, int64_t count, DataType dtype, CollectiveDone done) override {
+    shared_->AllReduceAs(label_, in, out, count, dtype, Track(std::move(done)));
+  }
+  void AllGather(const void* in, void* out, std::vector<int64_t> counts, DataType dtype, CollectiveDone done) override {
+    shared_->AllGatherAs(label_, in, out, std::move(counts), dtype, Track(std::move(done)));
+  }
+  void ReduceScatter(const void* in, void* out, std::vector<int64_t> counts, DataType dtype,
+                     CollectiveDone done) override {
+    shared_->ReduceScatterAs(label_, in, out, std::move(counts), dtype, Track(std::move(done)));
+  }
+  void Broadcast(void* buffer, int64_t count, DataType dtype, int32_t root, CollectiveDone done) override {
+    shared_->BroadcastAs(label_, buffer, count, dtype, root, Track(std::move(done)));
+  }
+  void AllToAll(const void* in, std::vector<int64_t> send_counts, void* out, std::vector<int64_t> recv_counts,
+                DataType dtype, CollectiveDone done) override {
+    shared_->AllToAllAs(label_, in, std::move(send_counts), out, std::move(recv_counts), dtype,
+                        Track(std::move(done)));
+  }
+  void Send(const void* in, int64_t count, DataType dtype, int32_t peer, CollectiveDone done) override {
+    shared_->SendAs(label_, in, count, dtype, peer, Track(std::move(done)));
+  }
+  void Recv(void* out, int64_t count, DataType dtype, int32_t peer, CollectiveDone done) override {
+    shared_->RecvAs(label_, out, count, dtype, peer, Track(std::move(done)));
+  }
+
+  absl::Status Flush() override {
+    if (shared_->OnWorkerThread()) {
+      return absl::FailedPreconditionError(
+          absl::StrCat(description_, ": Flush called from a completion callback (it would wait for itself)"));
+    }
+    std::unique_lock<std::mutex> lock(calls_->mu);
+    const uint64_t target = calls_->issued;
+    calls_->changed.wait(lock, [&] { return calls_->completed >= target; });
+    return calls_->first_error;
+  }
+
+ private:
+  struct Calls {
+    std::mutex mu;
+    std::condition_variable changed;
+    uint64_t issued = 0;
+    uint64_t completed = 0;
+    absl::Status first_error;
+  };
+
+  CollectiveDone Track(CollectiveDone done) {
+    {
+      std::lock_guard<std::mutex> lock(calls_->mu);
+      ++calls_->issued;
+    }
+    return [calls = calls_, done = std::move(done)](const absl::Status& status) {
+      if (done) done(status);
+      {
+        std::lock_guard<std::mutex> lock(calls->mu);
+        ++calls->completed;
+        if (!status.ok() && calls->first_error.ok()) calls->first_error = status;
+      }
+      calls->changed.notify_all();
+    };
+  }
+
+  const std::shared_ptr<NcclCommunicator> shared_;
+  const std::string description_;
+  const std::string label_;
+  const std::shared_ptr<Calls> calls_;  // shared with the callbacks in flight
+};
+
+// Connect: a communicator of its own per call. ConnectChannel: one communicator per group (its
+// rank list), created by the group's first ConnectChannel on this backend, shared by the group's
+// channels until the last of them is destroyed; a later ConnectChannel of the group then creates
+// the next one. Its rendezvous key depends on the group and on how many communicators this
+// backend created for the group before ("nccl-channels/<group ranks>/<n>"): the n-th of every
+// member meets the others' n-th, whichever channel each member connects first. Channel ids, as
+// in the gloo backend, are never reused on a backend (a second ConnectChannel with an id is
+// InvalidArgument, also after the first channel was destroyed or its connect failed).
 class NcclBackend final : public CollectiveBackend {
  public:
   NcclBackend(RendezvousStore* store, int32_t rank, int32_t world_size, NcclOptions options)
@@ -680,12 +812,106 @@ class NcclBackend final : public CollectiveBackend {
 
   std::string name() const override { return "nccl"; }
   std::string memory_type() const override { return "cuda"; }
+  // The channels of a group share one queue, and groups share the device (collective.h).
+  bool NeedsIssueOrder() const override { return true; }
 
   absl::StatusOr<std::unique_ptr<Communicator>> Connect(const std::vector<int32_t>& group,
                                                         const std::string& tag) override {
-    const Clock::time_point deadline = Clock::now() + std::chrono::milliseconds(options_.timeout_ms);
-    const std::string group_text = absl::StrCat("[", absl::StrJoin(group, ","), "]");
-    const std::string description = absl::StrCat("nccl group ", group_text, " '", tag, "' (cuda:", options_.device, ")");
+    const std::string description =
+        absl::StrCat("nccl group ", GroupText(group), " '", tag, "' (cuda:", options_.device, ")");
+    ASSIGN_OR_RETURN(const int32_t me, Member(group, description));
+    std::string key = absl::StrCat("nccl/", HexEncode(tag), "/", absl::StrJoin(group, ","));
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      absl::StrAppend(&key, "/", connects_[key]++);
+    }
+    ASSIGN_OR_RETURN(std::unique_ptr<NcclCommunicator> comm, Create(group, me, key, description));
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      ++stats_.contexts;
+      ++stats_.channels;
+    }
+    return std::unique_ptr<Communicator>(std::move(comm));
+  }
+
+  absl::StatusOr<std::unique_ptr<Communicator>> ConnectChannel(const std::vector<int32_t>& group, uint64_t channel,
+                                                               const std::string& tag) override {
+    const std::string description = absl::StrCat("nccl group ", GroupText(group), " channel ", channel, " '", tag,
+                                                 "' (cuda:", options_.device, ")");
+    ASSIGN_OR_RETURN(const int32_t me, Member(group, description));
+    std::shared_ptr<NcclCommunicator> shared;
+    std::shared_future<Shared> pending;  // another ConnectChannel's creation, or this one's
+    std::promise<Shared> creation;
+    int64_t generation = -1;  // >= 0: this call creates the group's communicator
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      ChannelGroup& g = groups_[group];
+      if (!g.channels.insert(channel).second) {
+        return absl::InvalidArgumentError(absl::StrCat("nccl: channel ", channel, " of group ", GroupText(group),
+                                                       " is already connected on rank ", rank_, " (tag '", tag,
+                                                       "')"));
+      }
+      shared = g.comm.lock();
+      if (shared == nullptr) {
+        if (!g.creating.valid()) {
+          generation = g.created++;
+          g.creating = creation.get_future().share();
+        }
+        pending = g.creating;
+      }
+    }
+    if (generation >= 0) {
+      const std::string key = absl::StrCat("nccl-channels/", absl::StrJoin(group, ","), "/", generation);
+      const std::string shared_description =
+          absl::StrCat("nccl group ", GroupText(group), " (cuda:", options_.device, ", shared by its channels)");
+      absl::StatusOr<std::unique_ptr<NcclCommunicator>> made = Create(group, me, key, shared_description);
+      Shared result = made.ok() ? Shared(std::shared_ptr<NcclCommunicator>(std::move(*made))) : Shared(made.status());
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        ChannelGroup& g = groups_[group];
+        if (result.ok()) {
+          g.comm = *result;
+          ++stats_.contexts;
+        }
+        g.creating = {};  // later ones find the communicator, or (after a failure) try the next
+      }
+      creation.set_value(std::move(result));  // wakes the concurrent ConnectChannels of the group
+    }
+    if (shared == nullptr) {
+      // bounded: the creating call gives up after options_.timeout_ms
+      const Shared& result = pending.get();
+      if (!result.ok()) return result.status();
+      shared = *result;
+    }
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      ++stats_.channels;
+    }
+    return std::unique_ptr<Communicator>(
+        new NcclChannel(std::move(shared), description, absl::StrCat("channel ", channel, " '", tag, "': ")));
+  }
+
+  CollectiveBackendStats stats() const override {
+    std::lock_guard<std::mutex> lock(mu_);
+    return stats_;
+  }
+
+ private:
+  using Shared = absl::StatusOr<std::shared_ptr<NcclCommunicator>>;
+  struct ChannelGroup {
+    std::set<uint64_t> channels;              // ids connected (or tried) on this backend
+    std::weak_ptr<NcclCommunicator> comm;     // the group's communicator while a channel holds it
+    std::shared_future<Shared> creating;      // valid while a ConnectChannel creates it
+    int64_t created = 0;                      // creations started so far (the rendezvous key)
+  };
+
+  static std::string GroupText(const std::vector<int32_t>& group) {
+    return absl::StrCat("[", absl::StrJoin(group, ","), "]");
+  }
+
+  // This rank's position in `group`: InvalidArgument (naming `description`) for a rank out of
+  // range or repeated, or a group without this rank.
+  absl::StatusOr<int32_t> Member(const std::vector<int32_t>& group, const std::string& description) const {
     int32_t me = -1;
     std::set<int32_t> seen;
     for (size_t k = 0; k < group.size(); ++k) {
@@ -696,15 +922,18 @@ class NcclBackend final : public CollectiveBackend {
       if (group[k] == rank_) me = static_cast<int32_t>(k);
     }
     if (me < 0) {
-      return absl::InvalidArgumentError(absl::StrCat(description, ": rank ", rank_, " is not in group ", group_text));
+      return absl::InvalidArgumentError(
+          absl::StrCat(description, ": rank ", rank_, " is not in group ", GroupText(group)));
     }
-    const int32_t n = static_cast<int32_t>(group.size());
+    return me;
+  }
 
-    std::string key = absl::StrCat("nccl/", HexEncode(tag), "/", absl::StrJoin(group, ","));
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      absl::StrAppend(&key, "/", connects_[key]++);
-    }
+  // The rendezvous under `key` (member 0 publishes the unique id, the others Get it) and the
+  // non-blocking ncclCommInitRankConfig, both within options_.timeout_ms.
+  absl::StatusOr<std::unique_ptr<NcclCommunicator>> Create(const std::vector<int32_t>& group, int32_t me,
+                                                           const std::string& key, const std::string& description) {
+    const Clock::time_point deadline = Clock::now() + std::chrono::milliseconds(options_.timeout_ms);
+    const int32_t n = static_cast<int32_t>(group.size());
     ncclUniqueId id;
     if (me == 0) {
       const ncclResult_t r = ncclGetUniqueId(&id);
@@ -749,8 +978,7 @@ class NcclBackend final : public CollectiveBackend {
       r = ncclCommGetAsyncError(comm, &state);
       if (r != ncclSuccess) break;
       if (state == ncclSuccess) {
-        return std::unique_ptr<Communicator>(
-            new NcclCommunicator(me, n, description, options_.device, options_, comm, stream));
+        return std::make_unique<NcclCommunicator>(me, n, description, options_.device, options_, comm, stream);
       }
       if (state != ncclInProgress) {
         r = state;
@@ -772,13 +1000,14 @@ class NcclBackend final : public CollectiveBackend {
     return absl::UnavailableError(message);
   }
 
- private:
   RendezvousStore* const store_;
   const int32_t rank_;
   const int32_t world_size_;
   const NcclOptions options_;
-  std::mutex mu_;
-  std::map<std::string, int64_t> connects_;  // Connect calls per (tag, group) so far
+  mutable std::mutex mu_;
+  std::map<std::string, int64_t> connects_;                    // Connect calls per (tag, group) so far
+  std::map<std::vector<int32_t>, ChannelGroup> groups_;        // ConnectChannel's groups
+  CollectiveBackendStats stats_;
 };
 
 }  // namespace

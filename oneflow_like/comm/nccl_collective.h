@@ -7,13 +7,40 @@
 //   options.device = local_rank;               // LOCAL_RANK picks the GPU (NcclDeviceFromEnv)
 //   ASSIGN_OR_RETURN(auto backend, CreateNcclBackend(&store, rank, world, options));
 //   ASSIGN_OR_RETURN(auto comm, backend->Connect({0, 1}, "dp0"));   // every member calls it
+//   // or a channel of the group's one communicator (the runtime's COLLECTIVE tasks):
+//   ASSIGN_OR_RETURN(auto channel, backend->ConnectChannel({0, 1}, /*channel=*/7, "collective/7"));
 //   comm->AllReduce(d_in, d_out, n, DataType::kFloat32, done);       // device pointers
 //
-// Connect: member 0 of the group calls ncclGetUniqueId and publishes it (hex) in the store under
-// "nccl/<hex of tag>/<group ranks>/<n>" (n: how many times this backend connected this group
-// and tag before, so the n-th Connect of every member meets the others' n-th); the others Get it.
-// Then ncclCommInitRankConfig, non-blocking, polled until every member joined; past
-// `timeout_ms` it is aborted and Connect returns DeadlineExceeded naming the group.
+// Connect: a communicator of its own. Member 0 of the group calls ncclGetUniqueId and publishes
+// it (hex) in the store under "nccl/<hex of tag>/<group ranks>/<n>" (n: how many times this
+// backend connected this group and tag before, so the n-th Connect of every member meets the
+// others' n-th); the others Get it. Then ncclCommInitRankConfig, non-blocking, polled until
+// every member joined; past `timeout_ms` it is aborted and Connect returns DeadlineExceeded
+// naming the group.
+// ConnectChannel: a channel of the group's communicator, one per group (its rank list) on this
+// backend. The group's first ConnectChannel creates it as Connect does, under the key
+// "nccl-channels/<group ranks>/<n>" (n: communicators this backend created for the group
+// before), which does not depend on the channel, so the members meet whichever channel each
+// connects first; ConnectChannels of the group that come meanwhile (from other threads) wait for
+// that creation and share its result, a failure included. The communicator lives until the last
+// of its channels is destroyed; after that (or after a failed creation) the group's next
+// ConnectChannel creates the next one (the n-th of every member meets the others' n-th, so the
+// members drop a group's channels together before connecting new ones). A channel id already
+// connected on the group (also one destroyed, or whose connect failed: ids are not reused, as in
+// the gloo backend) is InvalidArgument naming the group and the channel.
+// stats(): contexts = communicators created (Connect's and one per group for the channels),
+// channels = communicators handed out, fallbacks = 0.
+//
+// Channels: the calls of all channels of a group go into its communicator's one queue and run
+// on its one stream in the order they are issued, whichever channel each came on; messages name
+// the channel ("channel 7 'collective/7': AllReduce of ..."). So every member must issue the
+// calls of a group's channels in one agreed order, and the calls of its groups in an order
+// consistent across members (NeedsIssueOrder() is true); the runtime issues in the plan's agreed
+// order (actor/collective_order.h). A failure of the communicator (an NCCL error, a timeout)
+// fails the calls of every channel of the group. A channel's Flush waits for that channel's
+// calls, and so, the queue being in order, for every call of the group issued before them
+// (possibly for a long queue of other channels' calls); it reports that channel's first failure.
+// Destroying a channel waits for its calls.
 //
 // Each communicator owns a CUDA stream (cudaStreamNonBlocking) on its device, and one worker
 // thread that does everything else, so a call only queues and returns:
@@ -49,7 +76,9 @@
 // communicator waits for the calls issued (each bounded by the timeout), then finalizes the NCCL
 // communicator (or aborts it after a failure) and frees the stream; destroy every member's
 // communicators at about the same time, after the callbacks of the last calls.
-// CreateNcclBackend, Connect and the destructor make `device` the calling thread's current one.
+// CreateNcclBackend, Connect, a ConnectChannel that creates the group's communicator and the
+// destructor (of a channel: the group's last one's) make `device` the calling thread's current
+// one.
 // Tests: nccl_collective_test (on GPUs; skips without one) and nccl_collective_fake_test (the
 // same tests over nccl_fake.cc, an in-process fake of the CUDA runtime and NCCL).
 #ifndef ONEFLOW_LIKE_COMM_NCCL_COLLECTIVE_H_
