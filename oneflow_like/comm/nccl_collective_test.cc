@@ -4,14 +4,23 @@
 // callbacks; Connect's timeouts. With two or more GPUs also: every collective on 2 .. 4 ranks
 // (threads of this process, one GPU each, an InMemoryStore as rendezvous) against a reference
 // computed here, uneven counts included, every dtype; send / recv; a silent peer times out.
+// Channels (ConnectChannel): the channels of a group share one communicator (connected in
+// different orders by the members, calls interleaved in one agreed order; with the fake also the
+// count of ncclCommInitRankConfig), concurrent connects share one failed creation, a failure
+// fails every channel, channel ids are not reused, channels go in any order.
 #include "oneflow_like/comm/nccl_collective.h"
 
 #include <cuda_runtime.h>
 
+#include <algorithm>
+#include <atomic>
+#include <condition_variable>
 #include <cstdlib>
 #include <cstring>
 #include <functional>
 #include <future>
+#include <map>
+#include <memory>
 #include <mutex>
 #include <numeric>
 #include <string>
@@ -24,6 +33,11 @@
 
 namespace oneflow_like {
 namespace comm {
+namespace nccl_fake {
+// Defined by nccl_fake.cc (nccl_fake.h) where the fake is linked in (nccl_collective_fake_test);
+// a null address against real NCCL.
+int64_t CommInits() __attribute__((weak));
+}  // namespace nccl_fake
 namespace {
 
 using ::testing::HasSubstr;
@@ -474,6 +488,342 @@ TEST(NcclCollective, ASilentPeerFailsTheCallAndEveryLaterOne) {
   EXPECT_FALSE((*comm)->Flush().ok());
   failed.set_value();
   silent.join();
+}
+
+// --- channels (ConnectChannel): one communicator per group, shared by its channels ---
+
+// A group of threads meets here.
+class Barrier {
+ public:
+  explicit Barrier(int n) : n_(n) {}
+  void Wait() {
+    std::unique_lock<std::mutex> lock(mu_);
+    const int64_t round = round_;
+    if (++arrived_ == n_) {
+      arrived_ = 0;
+      ++round_;
+      cv_.notify_all();
+      return;
+    }
+    cv_.wait(lock, [&] { return round_ != round; });
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  const int n_;
+  int arrived_ = 0;
+  int64_t round_ = 0;
+};
+
+// ncclCommInitRankConfig calls so far in this process where nccl_fake.cc is linked in (the fake
+// test), -1 on real NCCL.
+int64_t CommInitsSoFar() { return nccl_fake::CommInits != nullptr ? nccl_fake::CommInits() : -1; }
+
+// Member p's (group position) input of step j, element i: small integers, distinct per member,
+// step and position (exact in float32 and int32).
+double StepValue(int p, int j, int64_t i) { return static_cast<double>((p + 1) * 10 + j + (i % 7)) - 3.0; }
+std::vector<double> StepInput(int p, int j, int64_t n) {
+  std::vector<double> v(n);
+  for (int64_t i = 0; i < n; ++i) v[i] = StepValue(p, j, i);
+  return v;
+}
+
+// Two groups' channels: group {0, 1} has channels 3, 5 and 9, connected in opposite orders by its
+// two members; with 3 devices also group {1, 2} with channel 7. Every member then issues its
+// part of one agreed sequence of calls (channels interleaved, without waiting), and every result
+// matches the reference. The calls run in one queue per group: the members would disagree on a
+// step (the fake counts it) if a channel's calls ran apart from the sequence.
+TEST(NcclCollective, ChannelsOfAGroupShareOneCommunicatorAndRunInIssueOrder) {
+  REQUIRE_GPUS(2);
+  const int world = VisibleGpus().count >= 3 ? 3 : 2;
+  const std::vector<int32_t> group_a = {0, 1}, group_b = {1, 2};
+  struct Step {
+    uint64_t channel;
+    int kind;  // 0 AllReduce, 1 AllGather, 2 ReduceScatter
+    std::vector<int64_t> counts;  // AllReduce: {count}; else one per member
+    DataType dtype;
+  };
+  const std::vector<Step> steps = {
+      {3, 0, {17}, DataType::kFloat32},      {9, 1, {5, 5}, DataType::kInt32},
+      {7, 0, {11}, DataType::kFloat32},      {5, 2, {3, 6}, DataType::kFloat32},
+      {3, 1, {4, 2}, DataType::kFloat32},    {7, 2, {4, 4}, DataType::kInt32},
+      {9, 0, {29}, DataType::kInt32},        {5, 0, {8}, DataType::kFloat32},
+      {3, 2, {6, 6}, DataType::kInt32},      {7, 1, {1, 3}, DataType::kFloat32},
+      {5, 1, {0, 7}, DataType::kInt32},      {9, 2, {2, 5}, DataType::kFloat32},
+  };
+  auto group_of = [&](uint64_t channel) { return channel == 7 ? group_b : group_a; };
+  const int64_t inits_before = CommInitsSoFar();
+  InMemoryStore store;
+  std::vector<std::thread> threads;
+  for (int r = 0; r < world; ++r) {
+    threads.emplace_back([&, r] {
+      ASSERT_EQ(cudaSetDevice(r), cudaSuccess);
+      auto backend = CreateNcclBackend(&store, r, world, Options(r));
+      ASSERT_TRUE(backend.ok()) << backend.status();
+      EXPECT_TRUE((*backend)->NeedsIssueOrder());
+      // the connect order: opposite on the members of group {0, 1}
+      std::vector<uint64_t> order;
+      if (r == 0) order = {3, 5, 9};
+      if (r == 1) order = {9, 5, 3};
+      if (world == 3 && r >= 1) order.push_back(7);
+      std::map<uint64_t, std::unique_ptr<Communicator>> channels;
+      for (uint64_t c : order) {
+        auto channel = (*backend)->ConnectChannel(group_of(c), c, absl::StrCat("collective/", c));
+        ASSERT_TRUE(channel.ok()) << "rank " << r << ": " << channel.status();
+        const std::vector<int32_t> group = group_of(c);
+        EXPECT_EQ((*channel)->rank(), std::find(group.begin(), group.end(), r) - group.begin());
+        EXPECT_EQ((*channel)->size(), 2);
+        EXPECT_THAT((*channel)->description(), HasSubstr(absl::StrCat("group [", group[0], ",", group[1], "]")));
+        EXPECT_THAT((*channel)->description(), HasSubstr(absl::StrCat("channel ", c, " 'collective/", c, "'")));
+        channels[c] = std::move(*channel);
+      }
+      const int64_t groups = r == 0 || world == 2 ? 1 : (r == 1 ? 2 : 1);
+      EXPECT_EQ((*backend)->stats().contexts, groups) << "rank " << r;
+      EXPECT_EQ((*backend)->stats().channels, static_cast<int64_t>(order.size())) << "rank " << r;
+      EXPECT_EQ((*backend)->stats().fallbacks, 0);
+
+      // this member's part of the agreed sequence, issued without waiting
+      struct Issued {
+        int step;
+        std::unique_ptr<DeviceBuffer> in, out;
+        std::vector<double> expect;
+        std::promise<absl::Status> done;
+      };
+      std::vector<std::unique_ptr<Issued>> issued;
+      for (int j = 0; j < static_cast<int>(steps.size()); ++j) {
+        const Step& step = steps[j];
+        if (channels.count(step.channel) == 0) continue;
+        Communicator* comm = channels[step.channel].get();
+        const int me = comm->rank(), n = comm->size();
+        auto call = std::make_unique<Issued>();
+        call->step = j;
+        const DataType t = step.dtype;
+        CollectiveDone done = [c = call.get()](const absl::Status& s) { c->done.set_value(s); };
+        if (step.kind == 0) {
+          const int64_t count = step.counts[0];
+          call->expect.assign(count, 0.0);
+          for (int p = 0; p < n; ++p)
+            for (int64_t i = 0; i < count; ++i) call->expect[i] += StepValue(p, j, i);
+          call->in = std::make_unique<DeviceBuffer>(t, StepInput(me, j, count));
+          call->out = std::make_unique<DeviceBuffer>(t, count);
+          comm->AllReduce(call->in->get(), call->out->get(), count, t, done);
+        } else if (step.kind == 1) {
+          for (int p = 0; p < n; ++p) {
+            const std::vector<double> part = StepInput(p, j, step.counts[p]);
+            call->expect.insert(call->expect.end(), part.begin(), part.end());
+          }
+          call->in = std::make_unique<DeviceBuffer>(t, StepInput(me, j, step.counts[me]));
+          call->out = std::make_unique<DeviceBuffer>(t, Sum(step.counts));
+          comm->AllGather(call->in->get(), call->out->get(), step.counts, t, done);
+        } else {
+          int64_t offset = 0;
+          for (int p = 0; p < me; ++p) offset += step.counts[p];
+          call->expect.assign(step.counts[me], 0.0);
+          for (int p = 0; p < n; ++p)
+            for (int64_t i = 0; i < step.counts[me]; ++i) call->expect[i] += StepValue(p, j, offset + i);
+          call->in = std::make_unique<DeviceBuffer>(t, StepInput(me, j, Sum(step.counts)));
+          call->out = std::make_unique<DeviceBuffer>(t, step.counts[me]);
+          comm->ReduceScatter(call->in->get(), call->out->get(), step.counts, t, done);
+        }
+        issued.push_back(std::move(call));
+      }
+      for (auto& [c, channel] : channels) EXPECT_TRUE(channel->Flush().ok()) << "channel " << c;
+      for (auto& call : issued) {
+        const absl::Status s = call->done.get_future().get();
+        EXPECT_TRUE(s.ok()) << "rank " << r << ", step " << call->step << ": " << s;
+        EXPECT_EQ(call->out->Download(), call->expect) << "rank " << r << ", step " << call->step;
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  if (inits_before >= 0) {  // the fake: one ncclCommInitRankConfig per member of each group, not per channel
+    EXPECT_EQ(CommInitsSoFar() - inits_before, world == 3 ? 4 : 2);
+  }
+}
+
+// A member that never joins: the concurrent ConnectChannels of the group wait for the one
+// creation and all get its status.
+TEST(NcclCollective, ConcurrentChannelsOfAGroupShareOneFailedCreation) {
+  REQUIRE_GPUS(1);
+  InMemoryStore store;
+  auto backend = CreateNcclBackend(&store, 0, 2, Options(0, 800));
+  ASSERT_TRUE(backend.ok()) << backend.status();
+  const int64_t inits_before = CommInitsSoFar();
+  constexpr int kChannels = 3;
+  Barrier start(kChannels);
+  std::vector<absl::Status> results(kChannels);
+  std::vector<std::thread> threads;
+  for (int k = 0; k < kChannels; ++k) {
+    threads.emplace_back([&, k] {
+      start.Wait();
+      auto channel = (*backend)->ConnectChannel({0, 1}, 10 + k, absl::StrCat("collective/", 10 + k));
+      results[k] = channel.status();
+    });
+  }
+  for (auto& t : threads) t.join();
+  for (int k = 0; k < kChannels; ++k) {
+    EXPECT_EQ(results[k].code(), absl::StatusCode::kDeadlineExceeded) << results[k];
+    EXPECT_THAT(std::string(results[k].message()), HasSubstr("nccl group [0,1]"));
+    EXPECT_THAT(std::string(results[k].message()), HasSubstr("not every member joined"));
+    EXPECT_EQ(results[k], results[0]) << "channel " << 10 + k;  // one creation's status
+  }
+  EXPECT_EQ((*backend)->stats().contexts, 0);
+  EXPECT_EQ((*backend)->stats().channels, 0);
+  if (inits_before >= 0) {
+    EXPECT_EQ(CommInitsSoFar() - inits_before, 1);
+  }
+}
+
+// A silent peer: the call of channel 3 times out, and the shared communicator fails the calls of
+// channel 5 too (the one issued before the failure and the one after it).
+TEST(NcclCollective, AFailureOfTheGroupsCommunicatorFailsEveryChannel) {
+  REQUIRE_GPUS(2);
+  InMemoryStore store;
+  std::promise<void> failed;
+  std::shared_future<void> rank0_failed = failed.get_future().share();
+  std::thread silent([&] {
+    ASSERT_EQ(cudaSetDevice(1), cudaSuccess);
+    auto backend = CreateNcclBackend(&store, 1, 2, Options(1, 1500));
+    ASSERT_TRUE(backend.ok()) << backend.status();
+    auto five = (*backend)->ConnectChannel({0, 1}, 5, "c5");
+    ASSERT_TRUE(five.ok()) << five.status();
+    auto three = (*backend)->ConnectChannel({0, 1}, 3, "c3");
+    ASSERT_TRUE(three.ok()) << three.status();
+    rank0_failed.wait();  // never calls anything
+  });
+  [&] {  // a lambda: an ASSERT leaves it, and the silent member is still released and joined
+    ASSERT_EQ(cudaSetDevice(0), cudaSuccess);
+    auto backend = CreateNcclBackend(&store, 0, 2, Options(0, 1500));
+    ASSERT_TRUE(backend.ok()) << backend.status();
+    auto three = (*backend)->ConnectChannel({0, 1}, 3, "c3");
+    ASSERT_TRUE(three.ok()) << three.status();
+    auto five = (*backend)->ConnectChannel({0, 1}, 5, "c5");
+    ASSERT_TRUE(five.ok()) << five.status();
+    EXPECT_EQ((*backend)->stats().contexts, 1);
+    DeviceBuffer x(DataType::kFloat32, std::vector<double>(1024, 1.0)), y(DataType::kFloat32, 16);
+    std::promise<absl::Status> on_three, on_five;
+    (*three)->AllReduce(x.get(), x.get(), 1024, DataType::kFloat32,
+                        [&](const absl::Status& s) { on_three.set_value(s); });
+    (*five)->AllReduce(y.get(), y.get(), 16, DataType::kFloat32, [&](const absl::Status& s) { on_five.set_value(s); });
+    const absl::Status s3 = on_three.get_future().get();
+    EXPECT_EQ(s3.code(), absl::StatusCode::kDeadlineExceeded) << s3;
+    EXPECT_THAT(std::string(s3.message()), HasSubstr("nccl group [0,1]"));
+    EXPECT_THAT(std::string(s3.message()), HasSubstr("channel 3 'c3': AllReduce of 1024 float32"));
+    // channel 5's call, issued before the failure: failed by channel 3's (not a timeout of its own)
+    const absl::Status s5 = on_five.get_future().get();
+    EXPECT_EQ(s5.code(), absl::StatusCode::kDeadlineExceeded) << s5;
+    EXPECT_THAT(std::string(s5.message()), HasSubstr("channel 5 'c5': AllReduce of 16 float32"));
+    EXPECT_THAT(std::string(s5.message()), HasSubstr("channel 3 'c3': AllReduce of 1024 float32"));
+    // and after it, on either channel
+    for (Communicator* c : {three->get(), five->get()}) {
+      const absl::Status after =
+          Wait([&](CollectiveDone d) { c->AllReduce(y.get(), y.get(), 4, DataType::kFloat32, d); });
+      EXPECT_EQ(after.code(), absl::StatusCode::kDeadlineExceeded) << c->description() << ": " << after;
+      EXPECT_THAT(std::string(after.message()), HasSubstr("an earlier call failed")) << c->description();
+    }
+    // each channel's Flush reports its own first failure
+    EXPECT_EQ((*three)->Flush(), s3);
+    EXPECT_EQ((*five)->Flush(), s5);
+  }();
+  failed.set_value();
+  silent.join();
+}
+
+TEST(NcclCollective, AChannelIdIsConnectedOncePerGroup) {
+  REQUIRE_GPUS(1);
+  InMemoryStore store;
+  auto backend = CreateNcclBackend(&store, 0, 2, Options(0));
+  ASSERT_TRUE(backend.ok()) << backend.status();
+  // the group is checked as Connect checks it
+  auto stranger = (*backend)->ConnectChannel({1}, 3, "x");
+  EXPECT_EQ(stranger.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(stranger.status().message()), HasSubstr("rank 0 is not in group [1]"));
+  EXPECT_THAT(std::string(stranger.status().message()), HasSubstr("channel 3 'x'"));
+  EXPECT_EQ((*backend)->ConnectChannel({0, 7}, 3, "x").status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ((*backend)->ConnectChannel({0, 0}, 3, "x").status().code(), absl::StatusCode::kInvalidArgument);
+  // a one-member group: connects alone; channel 4 shares channel 3's communicator
+  auto three = (*backend)->ConnectChannel({0}, 3, "x");
+  ASSERT_TRUE(three.ok()) << three.status();
+  auto twice = (*backend)->ConnectChannel({0}, 3, "y");
+  EXPECT_EQ(twice.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(twice.status().message()),
+              HasSubstr("nccl: channel 3 of group [0] is already connected on rank 0"));
+  auto four = (*backend)->ConnectChannel({0}, 4, "z");
+  ASSERT_TRUE(four.ok()) << four.status();
+  EXPECT_EQ((*backend)->stats().contexts, 1);
+  EXPECT_EQ((*backend)->stats().channels, 2);
+  DeviceBuffer x(DataType::kFloat32, std::vector<double>{1, 2, 3});
+  EXPECT_TRUE(Wait([&](CollectiveDone d) { (*four)->AllReduce(x.get(), x.get(), 3, DataType::kFloat32, d); }).ok());
+  // ids are not reused, also once the channel is gone (as in the gloo backend)
+  three->reset();
+  EXPECT_EQ((*backend)->ConnectChannel({0}, 3, "x").status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_TRUE(Wait([&](CollectiveDone d) { (*four)->AllReduce(x.get(), x.get(), 3, DataType::kFloat32, d); }).ok());
+  EXPECT_EQ(x.Download(), (std::vector<double>{1, 2, 3}));
+}
+
+// Channels connected concurrently (as the runtime's collective bodies do), calls in flight, then
+// destroyed in different orders on the two members: destroying a channel waits for its own calls
+// only; the last one takes the group's communicator along, and the next channel of the group
+// gets a new one.
+TEST(NcclCollective, ChannelsCanBeDestroyedInAnyOrder) {
+  REQUIRE_GPUS(2);
+  InMemoryStore store;
+  Barrier all_destroyed(2);
+  const std::vector<uint64_t> ids = {3, 5, 9};
+  std::vector<std::thread> threads;
+  for (int r = 0; r < 2; ++r) {
+    threads.emplace_back([&, r] {
+      ASSERT_EQ(cudaSetDevice(r), cudaSuccess);
+      auto backend = CreateNcclBackend(&store, r, 2, Options(r));
+      ASSERT_TRUE(backend.ok()) << backend.status();
+      std::vector<std::future<absl::StatusOr<std::unique_ptr<Communicator>>>> connecting;
+      for (uint64_t c : ids) {
+        connecting.push_back(std::async(std::launch::async, [&, c] {
+          EXPECT_EQ(cudaSetDevice(r), cudaSuccess);
+          return (*backend)->ConnectChannel({0, 1}, c, absl::StrCat("collective/", c));
+        }));
+      }
+      std::map<uint64_t, std::unique_ptr<Communicator>> channels;
+      for (size_t k = 0; k < ids.size(); ++k) {
+        auto channel = connecting[k].get();
+        ASSERT_TRUE(channel.ok()) << channel.status();
+        channels[ids[k]] = std::move(*channel);
+      }
+      EXPECT_EQ((*backend)->stats().contexts, 1);
+      constexpr int kRounds = 4;
+      std::vector<std::unique_ptr<DeviceBuffer>> buffers;
+      std::map<uint64_t, std::atomic<int>> completed;
+      for (uint64_t c : ids) completed[c] = 0;
+      for (int round = 0; round < kRounds; ++round) {
+        for (uint64_t c : ids) {
+          buffers.push_back(std::make_unique<DeviceBuffer>(DataType::kFloat32, std::vector<double>(1 << 12, 1.0)));
+          channels[c]->AllReduce(buffers.back()->get(), buffers.back()->get(), 1 << 12, DataType::kFloat32,
+                                 [&, c](const absl::Status& s) {
+                                   EXPECT_TRUE(s.ok()) << s;
+                                   ++completed[c];
+                                 });
+        }
+      }
+      const std::vector<uint64_t> destroy = r == 0 ? std::vector<uint64_t>{5, 9, 3} : std::vector<uint64_t>{9, 3, 5};
+      for (uint64_t c : destroy) {
+        channels[c].reset();
+        EXPECT_EQ(completed[c].load(), kRounds)
+            << "rank " << r << ": channel " << c << " destroyed before its calls finished";
+      }
+      for (const auto& buffer : buffers) EXPECT_EQ(buffer->Download()[7], 2.0);
+      all_destroyed.Wait();
+      // the group's communicator went with its last channel: a new channel gets a new one
+      auto again = (*backend)->ConnectChannel({0, 1}, 11, "collective/11");
+      ASSERT_TRUE(again.ok()) << again.status();
+      EXPECT_EQ((*backend)->stats().contexts, 2);
+      DeviceBuffer x(DataType::kFloat32, std::vector<double>{1.0 + r, 2.0});
+      ASSERT_TRUE(
+          Wait([&](CollectiveDone d) { (*again)->AllReduce(x.get(), x.get(), 2, DataType::kFloat32, d); }).ok());
+      EXPECT_EQ(x.Download(), (std::vector<double>{3, 4}));
+    });
+  }
+  for (auto& t : threads) t.join();
 }
 
 // Runs everywhere: without a GPU the backend says so instead of failing later.
