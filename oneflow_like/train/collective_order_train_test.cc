@@ -4,7 +4,8 @@
 // order), as NCCL needs; it changes no loss; and it never deadlocks, on layouts that mix every
 // issue phase: per piece (tensor-parallel boxing in forward and backward), before the pieces
 // (ZeRO-2's gathers of the parameters), after them (gradient buckets summed over
-// micro-batches), with run-ahead (two steps in flight) and pipeline stages.
+// micro-batches), with run-ahead (two steps in flight) and pipeline stages (whose 1F1B order
+// the agreed order serializes across pieces, but never deadlocks).
 #include <iostream>
 #include <map>
 #include <mutex>
@@ -201,6 +202,7 @@ TEST_F(CollectiveOrderTrainTest, AgreedOrderOnEveryLayoutChangesNoLoss) {
       {"dp2 x tp2 ZeRO-1, 2 micro-batches", TinyGpt({.dp = 2, .tp = 2}, 2, 1),
        {CollectiveParams::PER_PIECE, CollectiveParams::AFTER_PIECES}},
       {"pp2 x dp2, 2 micro-batches", TinyGpt({.dp = 2, .pp = 2}, 2, 0), {CollectiveParams::AFTER_PIECES}},
+      {"pp2 x tp2, 4 micro-batches", TinyGpt({.tp = 2, .pp = 2}, 4, 0), {CollectiveParams::PER_PIECE}},
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(c.name);
