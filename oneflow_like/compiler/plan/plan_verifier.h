@@ -39,7 +39,8 @@
 //      inside the tensor, each member's input / output slot shaped like its regions; the
 //      regions fit the kind (ALL_REDUCE: all whole; ALL_GATHER: inputs tile the group region,
 //      outputs whole; REDUCE_SCATTER: the reverse; ALL_TO_ALL: both tile); and every member
-//      task of one collective (same global_order) carries the same kind, ranks and regions.
+//      task of one collective (same global_order) carries the same kind, ranks, regions and
+//      issue_phase.
 //      A bucket (CollectiveParams.parts) is an ALL_REDUCE or REDUCE_SCATTER with one input per
 //      part and slots 0..K-1 of one register as outputs (+ slot K, the 1-D staging slot of a
 //      REDUCE_SCATTER, sized the sum of the parts' group regions); each part's geometry gets

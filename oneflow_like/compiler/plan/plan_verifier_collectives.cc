@@ -305,6 +305,10 @@ std::string CollectiveCallDifference(const CollectiveParams& a, const Collective
     return "its ranks";
   }
   if (!SameGeometry(a, b)) return "its logical_dims or regions";
+  if (a.issue_phase() != b.issue_phase()) {  // members would issue it at different places
+    return absl::StrCat("its issue_phase (", CollectiveParams::IssuePhase_Name(a.issue_phase()), " and ",
+                        CollectiveParams::IssuePhase_Name(b.issue_phase()), ")");
+  }
   if (a.parts_size() != b.parts_size()) {
     return absl::StrCat("its number of parts (", a.parts_size(), " and ", b.parts_size(), ")");
   }

@@ -241,6 +241,15 @@ TEST(StreamedVerifierTest, CollectiveMemberWithOtherRegions) {
   ExpectSameError(CollectivePlan(0, {2, 2}, {{0, 0}, {1, 2}}), "disagree on its logical_dims or regions");
 }
 
+// Members that would issue the call at different places of the agreed order (NCCL's) disagree.
+TEST(StreamedVerifierTest, CollectiveMemberWithAnotherIssuePhase) {
+  PlanProto plan = CollectivePlan(0);
+  for (TaskProto& task : *plan.mutable_rank_plans(1)->mutable_tasks()) {
+    if (task.type() == TaskProto::COLLECTIVE) task.mutable_collective()->set_issue_phase(CollectiveParams::AFTER_PIECES);
+  }
+  ExpectSameError(plan, "disagree on its issue_phase (PER_PIECE and AFTER_PIECES)");
+}
+
 // pieces_per_step 8, rank 0: x.source -> x -> X -> ACC(8) -> REPEAT(8) -> Z; x -> (rank 1)
 // t -> Y -> y -> (rank 0) t2 -> y@0 (count `count`) -> Z: the Y path must hold the 8 pieces
 // the ACCUMULATE waits for (x, t's output, y and y@0).
