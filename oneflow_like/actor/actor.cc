@@ -134,7 +134,7 @@ bool Actor::BytesAvailable(const OutputPort& out) const {
     if (c.other->live.load() != 0) return false;
     return c.other_is_earlier ? theirs > mine : theirs == mine;
   };
-  for (const ByteConflict& c : out.conflicts) {
+  for (const ByteConflict& c : out.checks) {
     if (clear(c)) continue;
     if (c.waiting_on_other == nullptr) return false;
     // Ask for a wake, then look again: the other producer changes its counters before it reads
@@ -146,7 +146,7 @@ bool Actor::BytesAvailable(const OutputPort& out) const {
 }
 
 void Actor::WakeConflicts(const OutputPort& out) {
-  for (const ByteConflict& c : out.conflicts) {
+  for (const ByteConflict& c : out.dependents) {
     // It does not wait (a load first: the exchange's locked write only when it does).
     if (c.other_waiting != nullptr && !(c.other_waiting->load() && c.other_waiting->exchange(false))) continue;
     host_->Post(ActorMessage{MessageKind::kWake, c.other_producer, 0, 0, 0});
@@ -390,7 +390,7 @@ std::string Actor::DescribeWait() const {
   }
   for (const OutputPort& out : spec_.outputs) {
     if (!out.free.empty() && !BytesAvailable(out)) {
-      for (const ByteConflict& c : out.conflicts) {
+      for (const ByteConflict& c : out.checks) {
         waits.push_back(absl::StrCat("waits for register '", c.other_name, "', which shares the bytes of '",
                                      out.layout->name, "', to be ", c.other_is_earlier ? "written and " : "",
                                      "returned first"));

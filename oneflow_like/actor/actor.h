@@ -107,7 +107,11 @@ struct ByteConflict {
 struct OutputPort {
   const RegisterLayout* layout = nullptr;
   RegisterUse* use = nullptr;  // non-null iff `conflicts` is non-empty
-  std::vector<ByteConflict> conflicts;
+  std::vector<ByteConflict> conflicts;  // every register sharing bytes (stream_ordered.h, reports)
+  // What a write waits for and whom a change wakes (ByteSharing in runtime_build.cc): the
+  // registers this one checks (per byte, the one before it in task order; the first one's: the
+  // last) and the ones that check this one. Subsets of `conflicts`; checking these suffices.
+  std::vector<ByteConflict> checks, dependents;
   std::vector<LocalEndpoint> local_consumers;
   std::vector<RemoteEndpoint> remote_consumers;  // at most one per rank
   std::string consumers_description;

@@ -183,6 +183,10 @@ class Runtime final : public ActorHost {
   // Register edges handed over when the producing act is enqueued on its device stream
   // (RuntimeEnv::stream_ordered_handoffs, stream_ordered.h); 0 for a cpu-only plan.
   int64_t num_stream_ordered_edges() const { return num_stream_ordered_edges_; }
+  // Memory reuse: (register, register sharing its bytes) pairs, and the checks producers make
+  // before a write (OutputPort::checks: one per register and turn, far fewer).
+  int64_t num_byte_sharers() const { return num_byte_sharers_; }
+  int64_t num_byte_checks() const { return num_byte_checks_; }
   // Starts the end-of-data drain; Finished() once every actor is done.
   void EndStream();
   bool Finished() const;
@@ -309,10 +313,14 @@ class Runtime final : public ActorHost {
   // runtime_tasks.cc: per-binding checks and variable initialization; per-task-type rules,
   // payload slots and bodies (fills spec->rule, count, payload refs, back edges).
   absl::Status AddBinding(const TensorBindingProto& binding);
-  // Pairs of local registers whose bytes overlap (the memory planner's reuse), per register;
+  // Per local register, the registers whose bytes overlap it (the memory planner's reuse): all
+  // of them, the ones it checks before a write and the ones that check it (OutputPort);
   // registers in `skip` (in-place updates: they do not use their planned bytes) take no part.
-  std::map<int64_t, std::vector<ByteConflict>> FindByteConflicts(
-      const std::map<int64_t, const RegisterProto*>& registers, const std::set<int64_t>& skip);
+  struct ByteSharing {
+    std::vector<ByteConflict> all, checks, dependents;
+  };
+  std::map<int64_t, ByteSharing> FindByteConflicts(const std::map<int64_t, const RegisterProto*>& registers,
+                                                   const std::set<int64_t>& skip);
   absl::StatusOr<TaskSetup> SetUpTask(const TaskProto& task, int64_t firings_per_step, ActorSpec* spec);
   void Start();
   void ThreadLoop(StreamThread* thread);
@@ -397,6 +405,7 @@ class Runtime final : public ActorHost {
   std::unique_ptr<std::atomic<int64_t>[]> actor_step_events_;
   int64_t num_inplace_updates_ = 0;
   int64_t num_stream_ordered_edges_ = 0;
+  int64_t num_byte_sharers_ = 0, num_byte_checks_ = 0;
   int64_t steps_started_ = 0;  // written by StartStep (callers serialize steps)
   std::atomic<int64_t> step_events_{0};
   std::atomic<int64_t> progress_{0};

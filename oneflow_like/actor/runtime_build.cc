@@ -230,7 +230,7 @@ absl::Status Runtime::Build(const PlanProto& plan, const RankPlanProto& rank_pla
     aliased.insert(u.update_register);
   }
   num_inplace_updates_ = static_cast<int64_t>(inplace.size());
-  std::map<int64_t, std::vector<ByteConflict>> conflicts = FindByteConflicts(register_protos, aliased);
+  std::map<int64_t, ByteSharing> conflicts = FindByteConflicts(register_protos, aliased);
 
   // Consumers, derived from the tasks and checked against the registers' consumer lists.
   std::map<int64_t, std::vector<LocalEndpoint>> local_consumers;
@@ -312,9 +312,13 @@ absl::Status Runtime::Build(const PlanProto& plan, const RankPlanProto& rank_pla
     for (int64_t reg_id : task->produced_register_ids()) {
       OutputPort out;
       out.layout = layout_by_id_.at(reg_id);
-      if (conflicts.count(reg_id) > 0) {
+      if (auto sharing = conflicts.find(reg_id); sharing != conflicts.end()) {
         out.use = use_by_register_.at(reg_id);
-        out.conflicts = conflicts.at(reg_id);
+        num_byte_sharers_ += static_cast<int64_t>(sharing->second.all.size());
+        num_byte_checks_ += static_cast<int64_t>(sharing->second.checks.size());
+        out.conflicts = std::move(sharing->second.all);
+        out.checks = std::move(sharing->second.checks);
+        out.dependents = std::move(sharing->second.dependents);
       }
       out.local_consumers = local_consumers[reg_id];
       std::set<int32_t> remote_ranks;
@@ -367,7 +371,7 @@ absl::Status Runtime::Build(const PlanProto& plan, const RankPlanProto& rank_pla
   return absl::OkStatus();
 }
 
-std::map<int64_t, std::vector<ByteConflict>> Runtime::FindByteConflicts(
+std::map<int64_t, Runtime::ByteSharing> Runtime::FindByteConflicts(
     const std::map<int64_t, const RegisterProto*>& registers, const std::set<int64_t>& skip) {
   struct Interval {
     int64_t block, begin, end, id;
@@ -396,21 +400,76 @@ std::map<int64_t, std::vector<ByteConflict>> Runtime::FindByteConflicts(
     }
     return use;
   };
-  std::map<int64_t, std::vector<ByteConflict>> conflicts;
+  std::map<int64_t, ByteSharing> conflicts;
+  auto actor_of = [this](int64_t id) { return producer_by_register_.at(id).actor; };
   for (size_t i = 0; i < intervals.size(); ++i) {
     for (size_t j = i + 1;
          j < intervals.size() && intervals[j].block == intervals[i].block && intervals[j].begin < intervals[i].end;
          ++j) {
-      const LocalEndpoint a = producer_by_register_.at(intervals[i].id), b = producer_by_register_.at(intervals[j].id);
-      if (a.actor == b.actor) continue;        // one task writes both: nothing to order
-      const bool a_first = a.actor < b.actor;  // task order = the planner's lifetime order
-      // a waits for j's register / b waits for i's register (ByteConflict's wake flags).
-      auto a_waits = std::make_shared<std::atomic<bool>>(false), b_waits = std::make_shared<std::atomic<bool>>(false);
-      conflicts[intervals[i].id].push_back(ByteConflict{use_of(intervals[j].id), !a_first, b.actor,
-                                                        layout_by_id_.at(intervals[j].id)->name, a_waits, b_waits});
-      conflicts[intervals[j].id].push_back(ByteConflict{use_of(intervals[i].id), a_first, a.actor,
-                                                        layout_by_id_.at(intervals[i].id)->name, b_waits, a_waits});
+      const ActorId a = actor_of(intervals[i].id), b = actor_of(intervals[j].id);
+      if (a == b) continue;        // one task writes both: nothing to order
+      const bool a_first = a < b;  // task order = the planner's lifetime order
+      conflicts[intervals[i].id].all.push_back(
+          ByteConflict{use_of(intervals[j].id), !a_first, b, layout_by_id_.at(intervals[j].id)->name, nullptr, nullptr});
+      conflicts[intervals[j].id].all.push_back(
+          ByteConflict{use_of(intervals[i].id), a_first, a, layout_by_id_.at(intervals[i].id)->name, nullptr, nullptr});
     }
+  }
+  // What each write checks. The registers covering one byte, in task order u1 < ... < uk, take
+  // it in turn, round after round. u(i) may write round w + 1 once u(i-1) wrote round w + 1 and
+  // returned it (u1: once uk wrote round w and returned it). That is enough: u(i-1) had checked
+  // u(i-2) the same way, and so on down to u1, which checked uk, which had checked u(k-1) in
+  // round w, ... So every earlier register wrote round w + 1 and every later one round w; none
+  // of them can write again before u(i) did (the next one in turn waits for it), so none holds
+  // a buffer. Checking every overlapping register instead (a register can share bytes with
+  // dozens) made the checks and wake-ups a sixth of a small model's host time.
+  std::set<std::pair<int64_t, int64_t>> pairs;  // (checker, checked), register ids
+  for (size_t first = 0; first < intervals.size();) {
+    size_t last = first;  // [first, last): one block
+    while (last < intervals.size() && intervals[last].block == intervals[first].block) ++last;
+    std::vector<int64_t> points;
+    for (size_t i = first; i < last; ++i) {
+      points.push_back(intervals[i].begin);
+      points.push_back(intervals[i].end);
+    }
+    std::sort(points.begin(), points.end());
+    points.erase(std::unique(points.begin(), points.end()), points.end());
+    std::vector<size_t> by_end;
+    for (size_t i = first; i < last; ++i) by_end.push_back(i);
+    std::sort(by_end.begin(), by_end.end(), [&](size_t a, size_t b) { return intervals[a].end < intervals[b].end; });
+    std::set<std::pair<ActorId, int64_t>> covering;  // of the segment [points[p], points[p + 1])
+    size_t next_begin = first, next_end = 0;
+    for (size_t p = 0; p + 1 < points.size(); ++p) {
+      for (; next_end < by_end.size() && intervals[by_end[next_end]].end <= points[p]; ++next_end) {
+        covering.erase({actor_of(intervals[by_end[next_end]].id), intervals[by_end[next_end]].id});
+      }
+      for (; next_begin < last && intervals[next_begin].begin <= points[p]; ++next_begin) {
+        covering.insert({actor_of(intervals[next_begin].id), intervals[next_begin].id});
+      }
+      if (covering.size() < 2) continue;
+      std::vector<std::pair<ActorId, int64_t>> turn(covering.begin(), covering.end());
+      bool one_task_twice = false;
+      for (size_t k = 1; k < turn.size(); ++k) one_task_twice = one_task_twice || turn[k].first == turn[k - 1].first;
+      if (one_task_twice) {  // not a turn order: every pair, as `all`
+        for (const auto& x : turn) {
+          for (const auto& y : turn) {
+            if (x.first != y.first) pairs.insert({x.second, y.second});
+          }
+        }
+        continue;
+      }
+      for (size_t k = 0; k < turn.size(); ++k) pairs.insert({turn[k].second, turn[(k + turn.size() - 1) % turn.size()].second});
+    }
+    first = last;
+  }
+  for (const auto& [checker, checked] : pairs) {
+    const ActorId a = actor_of(checker), b = actor_of(checked);
+    // `checker` waits for `checked` (flag set by checker, read and cleared by checked's producer).
+    auto waits = std::make_shared<std::atomic<bool>>(false);
+    conflicts[checker].checks.push_back(
+        ByteConflict{use_of(checked), b < a, b, layout_by_id_.at(checked)->name, waits, nullptr});
+    conflicts[checked].dependents.push_back(
+        ByteConflict{use_of(checker), a < b, a, layout_by_id_.at(checker)->name, nullptr, waits});
   }
   return conflicts;
 }

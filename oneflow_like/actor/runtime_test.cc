@@ -7,6 +7,7 @@
 #include <chrono>
 #include <thread>
 
+#include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "oneflow_like/actor/session.h"
@@ -172,6 +173,54 @@ TEST(RuntimeTest, ConcatOutputsStartAsZeros) {
     EXPECT_EQ((*session)->Fetch("low")->ToVector<float>(), std::vector<float>({1.0f + step, 2, 0, 0}));
     EXPECT_EQ((*session)->Fetch("high")->ToVector<float>(), std::vector<float>({0, 0, 1.0f + step, 2}));
     EXPECT_EQ((*session)->Fetch("zeros")->ToVector<float>(), std::vector<float>({0, 0, 0, 0}));
+  }
+}
+
+// Four registers on the same bytes, taken in turn every step (concat i -> relu i): each producer
+// checks only the one before it (the first: the last), not all three others, and the turns
+// still keep each concat's bytes until its relu read them.
+TEST(RuntimeTest, RegistersSharingBytesCheckOnlyTheRegisterBeforeThem) {
+  const TensorDesc f2{DataType::kFloat32, Shape{2}}, f8{DataType::kFloat32, Shape{8}};
+  TestPlanBuilder b(1, 1);
+  const int64_t x = b.AddRegister(0, "x", 1, {f2});
+  b.AddSource(0, "x.source", "x", x);
+  b.BindInput(0, "x", x, Shape{2});
+  std::vector<int64_t> shared;
+  for (int i = 0; i < 4; ++i) {
+    const std::string name = absl::StrCat("c", i);
+    const int64_t c = b.AddRegister(0, name, 1, {f8});
+    const int64_t out = b.AddRegister(0, name + ".relu", 1, {f8});
+    TaskProto* concat = b.AddTask(0, TaskProto::BOXING_CONCAT, name + ".concat", {x}, {c});
+    RegionProto* region = concat->mutable_concat()->add_input_regions();
+    region->add_begin(2 * i);
+    region->add_end(2 * i + 2);
+    b.AddCompute(0, name + ".relu", "relu", {}, {c}, {out});
+    b.AddSink(0, name + ".sink", name, out);
+    b.BindOutput(0, name, out, Shape{8});
+    shared.push_back(c);
+  }
+  PlanProto plan = b.Build();
+  RankPlanProto* rank = plan.mutable_rank_plans(0);
+  auto entry = [&](int64_t id) -> RegisterProto* {
+    for (RegisterProto& r : *rank->mutable_registers()) {
+      if (r.id() == id) return &r;
+    }
+    return nullptr;
+  };
+  for (int i = 1; i < 4; ++i) entry(shared[i])->mutable_memory()->set_offset(entry(shared[0])->memory().offset());
+  absl::StatusOr<std::unique_ptr<Session>> session = Session::Create(plan, &Registry());
+  ASSERT_TRUE(session.ok()) << session.status();
+  EXPECT_EQ((*session)->runtime(0)->num_byte_sharers(), 12);  // each of 4 shares with 3
+  EXPECT_EQ((*session)->runtime(0)->num_byte_checks(), 4);    // each checks 1
+  for (int step = 0; step < 5; ++step) {
+    ASSERT_TRUE((*session)->Feed("x", Tensor::FromVector<float>(Shape{2}, {1.0f + step, 2.0f})).ok());
+    ASSERT_TRUE((*session)->RunStep().ok());
+    for (int i = 0; i < 4; ++i) {
+      std::vector<float> want(8, 0.0f);
+      want[2 * i] = 1.0f + step;
+      want[2 * i + 1] = 2.0f;
+      EXPECT_EQ((*session)->Fetch(absl::StrCat("c", i))->ToVector<float>(), want) << "step " << step << " c" << i;
+    }
   }
 }
 
