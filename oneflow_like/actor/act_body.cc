@@ -46,10 +46,14 @@ void AddTensorInto(const Tensor& source, Tensor* destination) {
 }
 
 absl::Status ComputeBody::Act(ActIo& io) {
-  KernelContext context{op_name_, attrs_, {}, {}, input_shards_, output_shards_, nullptr, intra_op_pool_};
-  for (const Tensor& t : io.inputs) context.inputs.push_back(&t);
-  for (Tensor& t : io.outputs) context.outputs.push_back(&t);
-  return def_->cpu_kernel(context);
+  context_.inputs.clear();
+  context_.outputs.clear();
+  for (const Tensor& t : io.inputs) context_.inputs.push_back(&t);
+  for (Tensor& t : io.outputs) context_.outputs.push_back(&t);
+  absl::Status status = def_->cpu_kernel(context_);
+  context_.inputs.clear();  // no pointers into this act's views are kept
+  context_.outputs.clear();
+  return status;
 }
 
 absl::Status CopyBody::Act(ActIo& io) {

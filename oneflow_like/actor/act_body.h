@@ -99,18 +99,17 @@ class ComputeBody final : public ActBody {
       : def_(def),
         op_name_(std::move(op_name)),
         attrs_(std::move(attrs)),
-        input_shards_(std::move(input_shards)),
-        output_shards_(std::move(output_shards)),
-        intra_op_pool_(intra_op_pool) {}
+        context_{op_name_, attrs_, {}, {}, std::move(input_shards), std::move(output_shards), nullptr, intra_op_pool} {}
+  ComputeBody(const ComputeBody&) = delete;  // context_ refers to attrs_
+  ComputeBody& operator=(const ComputeBody&) = delete;
   absl::Status Act(ActIo& io) override;
 
  private:
   const OpDef* def_;
   std::string op_name_;
   AttrMap attrs_;
-  std::vector<ShardInfo> input_shards_;
-  std::vector<ShardInfo> output_shards_;
-  IntraOpPool* intra_op_pool_;
+  // Built once (name, attrs, shards); each act sets only the tensors (one act at a time).
+  KernelContext context_;
 };
 
 class CopyBody final : public ActBody {

@@ -155,6 +155,8 @@ void Actor::WakeConflicts(const OutputPort& out) {
 
 ActIo Actor::FrontIo() const {
   ActIo io;
+  io.inputs.reserve(spec_.payload_inputs.size());
+  io.outputs.reserve(spec_.payload_outputs.size());
   for (const PayloadRef& ref : spec_.payload_inputs) {
     const InputPort& in = spec_.inputs[ref.port];
     io.inputs.push_back(in.layout->View(in.ready.front(), ref.slot));

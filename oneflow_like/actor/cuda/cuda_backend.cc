@@ -26,7 +26,12 @@ absl::Status AddInto(const Tensor& in, Tensor* out, cudaStream_t stream) {
 class CudaBody final : public ActBody {
  public:
   CudaBody(CudaBackend* backend, DeviceTask task, const cuda::CudaKernelFn* kernel)
-      : backend_(backend), task_(std::move(task)), kernel_(kernel) {}
+      : backend_(backend), task_(std::move(task)), kernel_(kernel) {
+    ctx_.input_shards = task_.input_shards;
+    ctx_.output_shards = task_.output_shards;
+  }
+  CudaBody(const CudaBody&) = delete;  // ctx_ refers to task_
+  CudaBody& operator=(const CudaBody&) = delete;
 
   bool IsAsync() const override { return true; }
   bool OnDeviceStream(int32_t* device, int32_t* stream) const override {
@@ -79,16 +84,20 @@ class CudaBody final : public ActBody {
     cudaStream_t s = stream.stream.get();
     switch (task_.kind) {
       case DeviceTask::Kind::kCompute: {
-        cuda::CudaKernelContext ctx{task_.op_name, task_.attrs};
+        // The body's context, refilled (no allocation: one act at a time, the kernel only enqueues).
+        cuda::CudaKernelContext& ctx = ctx_;
+        ctx.inputs.clear();
+        ctx.outputs.clear();
         for (const Tensor& t : io.inputs) ctx.inputs.push_back(&t);
         for (Tensor& t : io.outputs) ctx.outputs.push_back(&t);
-        ctx.input_shards = task_.input_shards;
-        ctx.output_shards = task_.output_shards;
         ctx.stream = s;
         ctx.cublas = stream.cublas.get();
         ctx.allow_tf32 = backend_->allow_tf32();
         ctx.check_indices = backend_->check_indices();
-        return (*kernel_)(ctx);
+        absl::Status status = (*kernel_)(ctx);
+        ctx.inputs.clear();  // no pointers into this act's views are kept
+        ctx.outputs.clear();
+        return status;
       }
       case DeviceTask::Kind::kAdd: {
         Tensor& out = io.outputs[0];
@@ -120,6 +129,7 @@ class CudaBody final : public ActBody {
   CudaBackend* backend_;
   DeviceTask task_;
   const cuda::CudaKernelFn* kernel_;  // kCompute only; owned by the backend's table
+  cuda::CudaKernelContext ctx_{task_.op_name, task_.attrs};  // kCompute: the shards set once
 };
 
 }  // namespace
