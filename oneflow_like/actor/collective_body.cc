@@ -65,6 +65,13 @@ CollectiveBody::CollectiveBody(comm::CollectiveBackend* backend, const Collectiv
                }).share();
 }
 
+void CollectiveBody::UseOrder(CollectiveOrder* order, int32_t call) {
+  order_ = order;
+  order_call_ = call;
+  order->AddConnection([connected = connected_] { return connected.wait_for(std::chrono::seconds(0)) == std::future_status::ready; },
+                       [connected = connected_] { connected.wait(); });
+}
+
 CollectiveBody::~CollectiveBody() {
   {
     std::lock_guard<std::mutex> lock(waiters_mu_);
@@ -153,13 +160,20 @@ void CollectiveBody::Start(ActIo io, std::function<void(const absl::Status&)> fi
     if (order_ == nullptr) return run(std::move(io));
     order_->Issue(ticket, [run, io = std::move(io)]() mutable { run(std::move(io)); });
   };
-  if (connected_.wait_for(std::chrono::seconds(0)) == std::future_status::ready) {
+  // With an order: every body of the rank connected (CollectiveOrder, "Connections").
+  const bool ready = order_ != nullptr ? order_->Connected()
+                                       : connected_.wait_for(std::chrono::seconds(0)) == std::future_status::ready;
+  if (ready) {
     issue(std::move(io));
     return;
   }
-  std::lock_guard<std::mutex> lock(waiters_mu_);  // the first firing: wait for the group off this thread
+  std::lock_guard<std::mutex> lock(waiters_mu_);  // the first firings: wait for the group off this thread
   waiters_.push_back(std::async(std::launch::async, [this, issue](ActIo io) {
-    connected_.wait();
+    if (order_ != nullptr) {
+      order_->WaitConnected();
+    } else {
+      connected_.wait();
+    }
     issue(std::move(io));
   }, std::move(io)));
 }

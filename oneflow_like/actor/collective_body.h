@@ -72,10 +72,8 @@ class CollectiveBody final : public ActBody {
 
   // Issue through `order` (collective_order.h) as its call `call`: each firing waits there for
   // the rank's earlier calls in the agreed order before it goes to the library. Not owned.
-  void UseOrder(CollectiveOrder* order, int32_t call) {
-    order_ = order;
-    order_call_ = call;
-  }
+  // Registers the body's connection with the order (it issues only once every body connected).
+  void UseOrder(CollectiveOrder* order, int32_t call);
 
   bool IsAsync() const override { return true; }
   absl::Status Act(ActIo& io) override;  // synchronous fallback: Start and wait

@@ -74,18 +74,62 @@ int64_t CollectiveOrder::Ticket(int32_t call, int64_t firing) const {
 
 void CollectiveOrder::Issue(int64_t ticket, std::function<void()> issue) {
   std::unique_lock<std::mutex> lock(mu_);
+  if (closed_) {
+    lock.unlock();
+    issue = nullptr;  // dropped outside the lock
+    return;
+  }
   held_.emplace(ticket, std::move(issue));
   if (draining_) return;  // the draining thread runs it in its turn
   draining_ = true;
-  while (!held_.empty() && held_.begin()->first == next_) {
+  while (!closed_ && !held_.empty() && held_.begin()->first == next_) {
     std::function<void()> next = std::move(held_.begin()->second);
     held_.erase(held_.begin());
     ++next_;
     lock.unlock();
     next();
+    next = nullptr;
     lock.lock();
   }
   draining_ = false;
+  drained_.notify_all();
+}
+
+void CollectiveOrder::Close() {
+  std::map<int64_t, std::function<void()>> dropped;
+  std::vector<std::pair<std::function<bool()>, std::function<void()>>> connections;
+  {
+    std::unique_lock<std::mutex> lock(mu_);
+    closed_ = true;
+    dropped.swap(held_);
+    connections.swap(connections_);
+    drained_.wait(lock, [this] { return !draining_; });
+  }
+}
+
+void CollectiveOrder::AddConnection(std::function<bool()> ready, std::function<void()> wait) {
+  std::lock_guard<std::mutex> lock(mu_);
+  connections_.emplace_back(std::move(ready), std::move(wait));
+  connected_ = false;
+}
+
+bool CollectiveOrder::Connected() {
+  if (connected_.load()) return true;
+  std::lock_guard<std::mutex> lock(mu_);
+  for (const auto& connection : connections_) {
+    if (!connection.first()) return false;
+  }
+  connected_ = true;
+  return true;
+}
+
+void CollectiveOrder::WaitConnected() {
+  std::vector<std::pair<std::function<bool()>, std::function<void()>>> connections;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    connections = connections_;  // copies keep the futures alive
+  }
+  for (const auto& connection : connections) connection.second();
 }
 
 int64_t CollectiveOrder::issued() const {

@@ -23,10 +23,19 @@
 // once every earlier ticket's closure ran, on the thread that submitted it or the one that
 // submitted the ticket before it (never under a lock, so a closure may submit again).
 //
+// Connections: bodies add theirs (AddConnection) and issue nothing before every one finished
+// (Connected / WaitConnected): a library that creates a group's communicator while another
+// group's kernels already spin on the device can hang (NCCL's init allocates device memory).
+//
+// Close (the runtime, before its bodies go): held closures are dropped, later ones too, and it
+// returns once no closure runs, so none runs on a destroyed body.
+//
 // Thread-safe. The runtime owns one per rank; bodies hold a pointer (it outlives them).
 #ifndef ONEFLOW_LIKE_ACTOR_COLLECTIVE_ORDER_H_
 #define ONEFLOW_LIKE_ACTOR_COLLECTIVE_ORDER_H_
 
+#include <atomic>
+#include <condition_variable>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -61,6 +70,12 @@ class CollectiveOrder {
   void Issue(int64_t ticket, std::function<void()> issue);
   // Tickets issued so far.
   int64_t issued() const;
+  // `ready` says without blocking whether a connection finished (ok or not), `wait` waits for
+  // it; both must stay callable until the order is destroyed (capture futures by value).
+  void AddConnection(std::function<bool()> ready, std::function<void()> wait);
+  bool Connected();       // every connection added so far finished
+  void WaitConnected();   // blocks until Connected()
+  void Close();
   // For hang reports: "issued 12 collective calls; next: 'x' (global_order 3) step 1 piece 0;
   // held back: 2 ('y' ..., ...)", or "" when nothing is held back.
   std::string Describe() const;
@@ -83,7 +98,11 @@ class CollectiveOrder {
   mutable std::mutex mu_;
   int64_t next_ = 0;       // the next ticket to issue
   bool draining_ = false;  // a thread runs closures
+  bool closed_ = false;
+  std::condition_variable drained_;                 // draining_ became false
   std::map<int64_t, std::function<void()>> held_;  // submitted ahead of their turn
+  std::vector<std::pair<std::function<bool()>, std::function<void()>>> connections_;
+  std::atomic<bool> connected_{false};  // every connection finished (cached once true)
 };
 
 }  // namespace actor

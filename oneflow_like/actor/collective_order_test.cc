@@ -4,6 +4,7 @@
 #include <atomic>
 #include <mutex>
 #include <random>
+#include <future>
 #include <thread>
 
 #include "gtest/gtest.h"
@@ -146,6 +147,61 @@ TEST(CollectiveOrderTest, DescribeNamesTheCallItWaitsFor) {
   EXPECT_FALSE(ran);
   (*order)->Issue(1, [] {});
   EXPECT_TRUE(ran);
+}
+
+// Close (the runtime's destructor): what is held is dropped, what comes later too, and Close
+// returns only once the closure running on another thread finished.
+TEST(CollectiveOrderTest, CloseDropsHeldCallsAndWaitsForTheRunningOne) {
+  auto order = CollectiveOrder::Create({Make("a", CollectiveParams::PER_PIECE, 0, 1)}, 1);
+  ASSERT_TRUE(order.ok());
+  std::atomic<bool> running{false}, finished{false}, held_ran{false}, late_ran{false};
+  std::promise<void> release;
+  std::thread drainer([&] {
+    (*order)->Issue(0, [&] {
+      running = true;
+      release.get_future().wait();
+      finished = true;
+    });
+  });
+  (*order)->Issue(1, [&] { held_ran = true; });  // held behind ticket 0
+  while (!running) std::this_thread::yield();
+  std::thread closer([&] { (*order)->Close(); });
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  EXPECT_FALSE(finished);
+  release.set_value();
+  closer.join();
+  EXPECT_TRUE(finished);  // Close returned after the running closure
+  drainer.join();
+  (*order)->Issue(2, [&] { late_ran = true; });
+  EXPECT_FALSE(held_ran);
+  EXPECT_FALSE(late_ran);
+}
+
+// Nothing is issued before every body's connection finished: Connected is false while one is
+// pending, WaitConnected returns once it is set.
+TEST(CollectiveOrderTest, ConnectedOnlyOnceEveryConnectionFinished) {
+  auto order = CollectiveOrder::Create({Make("a", CollectiveParams::PER_PIECE, 0, 1)}, 1);
+  ASSERT_TRUE(order.ok());
+  std::promise<void> first, second;
+  std::shared_future<void> f1 = first.get_future().share(), f2 = second.get_future().share();
+  for (const std::shared_future<void>& f : {f1, f2}) {
+    (*order)->AddConnection([f] { return f.wait_for(std::chrono::seconds(0)) == std::future_status::ready; },
+                            [f] { f.wait(); });
+  }
+  EXPECT_FALSE((*order)->Connected());
+  first.set_value();
+  EXPECT_FALSE((*order)->Connected());
+  std::atomic<bool> waited{false};
+  std::thread waiter([&] {
+    (*order)->WaitConnected();
+    waited = true;
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(30));
+  EXPECT_FALSE(waited);
+  second.set_value();
+  waiter.join();
+  EXPECT_TRUE(waited);
+  EXPECT_TRUE((*order)->Connected());
 }
 
 }  // namespace

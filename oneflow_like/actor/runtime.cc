@@ -43,6 +43,9 @@ void Runtime::Stop() {
 
 Runtime::~Runtime() {
   Stop();
+  // No held collective call runs on a body being destroyed (a first firing's waiter thread may
+  // still drain the order).
+  if (collective_order_ != nullptr) collective_order_->Close();
   if (env_.transport != nullptr) env_.transport->SetReceiver([](Rank, absl::string_view) {});
   // Device work still in flight (a failed job) completes before its actors go away.
   if (env_.device_backend != nullptr && !blocks_.empty()) (void)env_.device_backend->Drain();

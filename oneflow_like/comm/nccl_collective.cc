@@ -96,6 +96,20 @@ struct Call {
   std::function<absl::Status()> check;
   std::function<absl::Status()> launch;
   CollectiveDone done;
+  uint64_t turn = 0;  // LaunchTurns
+};
+
+// The order in which the communicators of one backend (one device) launch their calls: the order
+// the calls were queued across all of them. Each communicator's worker waits for its call's turn
+// before it launches (or skips) it, then passes the turn on. Without it, the workers of two groups
+// would launch in whatever order they were scheduled, and two ranks could put the kernels of two
+// communicators on their devices in opposite orders, which NCCL documents can hang; with it, the
+// device sees the order the calls were issued in (the runtime's agreed order: NeedsIssueOrder).
+struct LaunchTurns {
+  std::mutex mu;
+  std::condition_variable passed;
+  uint64_t queued = 0;    // turns handed out
+  uint64_t launched = 0;  // turns passed
 };
 
 // State shared by callers, the worker and the host functions the stream runs (which may outlive
@@ -125,9 +139,9 @@ void CUDART_CB WakeWorker(void* data) {  // a CUDA host function: no CUDA calls 
 class NcclCommunicator final : public Communicator {
  public:
   NcclCommunicator(int32_t rank, int32_t size, std::string description, int32_t device, NcclOptions options,
-                   ncclComm_t comm, cudaStream_t stream)
+                   ncclComm_t comm, cudaStream_t stream, std::shared_ptr<LaunchTurns> turns)
       : rank_(rank), size_(size), description_(std::move(description)), device_(device), options_(options),
-        comm_(comm), stream_(stream), mailbox_(std::make_shared<Mailbox>()) {
+        comm_(comm), stream_(stream), mailbox_(std::make_shared<Mailbox>()), turns_(std::move(turns)) {
     worker_ = std::thread([this] { Run(); });
     worker_id_ = worker_.get_id();
   }
@@ -395,7 +409,12 @@ class NcclCommunicator final : public Communicator {
               CollectiveDone done) {
     {
       std::lock_guard<std::mutex> lock(mailbox_->mu);
-      mailbox_->pending.push_back(Call{std::move(name), std::move(check), std::move(launch), std::move(done)});
+      uint64_t turn = 0;
+      {  // under the mailbox's lock: this queue's calls take their turns in queue order
+        std::lock_guard<std::mutex> turns_lock(turns_->mu);
+        turn = turns_->queued++;
+      }
+      mailbox_->pending.push_back(Call{std::move(name), std::move(check), std::move(launch), std::move(done), turn});
       ++mailbox_->issued;
     }
     mailbox_->wake.notify_all();
@@ -508,6 +527,20 @@ class NcclCommunicator final : public Communicator {
   }
 
   void Issue(Call call) {
+    {  // wait for the call's turn on the device (LaunchTurns); pass it on whatever happens below
+      std::unique_lock<std::mutex> lock(turns_->mu);
+      turns_->passed.wait(lock, [&] { return turns_->launched == call.turn; });
+    }
+    struct PassTurn {
+      LaunchTurns* turns;
+      ~PassTurn() {
+        {
+          std::lock_guard<std::mutex> lock(turns->mu);
+          ++turns->launched;
+        }
+        turns->passed.notify_all();
+      }
+    } pass{turns_.get()};
     InFlight f;
     f.name = std::move(call.name);
     f.done = std::move(call.done);
@@ -699,6 +732,7 @@ class NcclCommunicator final : public Communicator {
   ncclComm_t comm_;  // the worker's (the destructor's after join); null once aborted
   const cudaStream_t stream_;
   const std::shared_ptr<Mailbox> mailbox_;
+  const std::shared_ptr<LaunchTurns> turns_;  // shared by the backend's communicators
   std::thread worker_;
   std::thread::id worker_id_;
   // Worker thread only.
@@ -978,7 +1012,8 @@ class NcclBackend final : public CollectiveBackend {
       r = ncclCommGetAsyncError(comm, &state);
       if (r != ncclSuccess) break;
       if (state == ncclSuccess) {
-        return std::make_unique<NcclCommunicator>(me, n, description, options_.device, options_, comm, stream);
+        return std::make_unique<NcclCommunicator>(me, n, description, options_.device, options_, comm, stream,
+                                                  turns_);
       }
       if (state != ncclInProgress) {
         r = state;
@@ -1007,6 +1042,7 @@ class NcclBackend final : public CollectiveBackend {
   mutable std::mutex mu_;
   std::map<std::string, int64_t> connects_;                    // Connect calls per (tag, group) so far
   std::map<std::vector<int32_t>, ChannelGroup> groups_;        // ConnectChannel's groups
+  const std::shared_ptr<LaunchTurns> turns_ = std::make_shared<LaunchTurns>();  // every communicator's
   CollectiveBackendStats stats_;
 };
 

@@ -113,8 +113,9 @@ absl::Status Lowerer::EmitOp(OpId op_id) {
   // An op without inputs (fill, e.g. the loss gradient seed; random_*) must still fire once
   // per piece: each of its tasks consumes, without reading it, a register pacing it (pacing.cc).
   std::vector<int64_t> pacing;
+  bool paced_after_pieces = false;
   if (op.inputs.empty()) {
-    ASSIGN_OR_RETURN(pacing, PacingRegisters(op, position));
+    ASSIGN_OR_RETURN(pacing, PacingRegisters(op, position, &paced_after_pieces));
   }
   const int64_t n = placement.num_devices();
   const int64_t num_outputs = static_cast<int64_t>(op.outputs.size());
@@ -127,8 +128,8 @@ absl::Status Lowerer::EmitOp(OpId op_id) {
     outputs[j].reg_base = first_register + static_cast<int64_t>(j);
     outputs[j].reg_stride = num_outputs;
     outputs[j].summary = NewSummary();
-    outputs[j].after_pieces =
-        std::any_of(inputs.begin(), inputs.end(), [](const Value* v) { return v->after_pieces; });
+    outputs[j].after_pieces = paced_after_pieces ||
+                              std::any_of(inputs.begin(), inputs.end(), [](const Value* v) { return v->after_pieces; });
   }
   const std::vector<int64_t> devices = EmittedDevices(placement);
   ComputeParams params;

@@ -187,7 +187,9 @@ class Lowerer {
   int32_t NewSummary();
   // pacing.cc: per device of the op (placement order), the register pacing it (an op without
   // inputs); GetValue's side effects in the order the whole lowering makes them.
-  absl::StatusOr<std::vector<int64_t>> PacingRegisters(const OpNode& op, int64_t position);
+  // `after_pieces`: set when a pacing value is made from a sum over the step's pieces (the op's
+  // outputs then are too: Value::after_pieces).
+  absl::StatusOr<std::vector<int64_t>> PacingRegisters(const OpNode& op, int64_t position, bool* after_pieces);
   // plan_cache.cc: the boxing plan of `tensor` from `src`'s layout to (placement, nd_sbp),
   // memoized; under kAuto the cheaper expansion, the choice recorded in choices_ (counted when
   // `use`).

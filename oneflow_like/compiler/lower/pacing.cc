@@ -19,7 +19,9 @@ namespace oneflow_like {
 namespace compiler {
 namespace lower_internal {
 
-absl::StatusOr<std::vector<int64_t>> Lowerer::PacingRegisters(const OpNode& op, int64_t position) {
+absl::StatusOr<std::vector<int64_t>> Lowerer::PacingRegisters(const OpNode& op, int64_t position,
+                                                             bool* after_pieces) {
+  *after_pieces = false;
   const Placement& placement = *op.placement;
   const int64_t n = placement.num_devices();
   absl::flat_hash_map<int32_t, int64_t> device_of;  // rank -> device of the op
@@ -64,6 +66,7 @@ absl::StatusOr<std::vector<int64_t>> Lowerer::PacingRegisters(const OpNode& op, 
         auto it = device_of.find(ranks[i].value());
         if (it == device_of.end() || pacing[it->second] >= 0) continue;
         pacing[it->second] = v->At(static_cast<int64_t>(i)).reg;
+        *after_pieces = *after_pieces || v->after_pieces;
         --open;
       }
       if (open == 0) break;
