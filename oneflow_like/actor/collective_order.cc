@@ -13,6 +13,30 @@ namespace actor {
 absl::StatusOr<std::unique_ptr<CollectiveOrder>> CollectiveOrder::Create(std::vector<Call> calls,
                                                                          int64_t pieces_per_step) {
   pieces_per_step = std::max<int64_t>(1, pieces_per_step);
+  // The rank's 1F1B order of its pieces: `in_flight` - 1 forwards, then a forward and a
+  // backward in turn, then the last backwards.
+  int64_t in_flight = 0;
+  for (const Call& call : calls) {
+    if (call.phase != CollectiveParams::PER_PIECE) continue;
+    const int64_t mine = std::max<int64_t>(1, call.pieces_in_flight);
+    if (in_flight != 0 && mine != in_flight) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "collective task '", call.name, "' (global_order ", call.global_order, ") keeps ", mine,
+          " piece(s) in flight, another call of this rank ", in_flight,
+          ": one rank, one 1F1B order (a rank working for two pipeline stages?)"));
+    }
+    in_flight = mine;
+  }
+  const int64_t ahead = std::min(std::max<int64_t>(in_flight, 1), pieces_per_step) - 1;
+  std::vector<int64_t> forward_slot(pieces_per_step), backward_slot(pieces_per_step);
+  {
+    int64_t slot = 0, f = 0, b = 0;
+    for (; f < ahead; ++f) forward_slot[f] = slot++;
+    while (b < pieces_per_step) {
+      if (f < pieces_per_step) forward_slot[f++] = slot++;
+      backward_slot[b++] = slot++;
+    }
+  }
   std::vector<Entry> sequence;
   absl::flat_hash_map<int64_t, int32_t> by_order;
   for (int32_t c = 0; c < static_cast<int32_t>(calls.size()); ++c) {
@@ -31,7 +55,9 @@ absl::StatusOr<std::unique_ptr<CollectiveOrder>> CollectiveOrder::Create(std::ve
                                      " time(s) a step, not pieces_per_step = ", pieces_per_step,
                                      " (a plan compiled before issue phases? compile it again)"));
         }
-        for (int64_t k = 0; k < pieces_per_step; ++k) sequence.push_back(Entry{k, call.global_order, c, k});
+        for (int64_t k = 0; k < pieces_per_step; ++k) {
+          sequence.push_back(Entry{call.backward ? backward_slot[k] : forward_slot[k], call.global_order, c, k});
+        }
         break;
       case CollectiveParams::BEFORE_PIECES:
       case CollectiveParams::AFTER_PIECES:
@@ -39,7 +65,7 @@ absl::StatusOr<std::unique_ptr<CollectiveOrder>> CollectiveOrder::Create(std::ve
           return refuse(absl::StrCat("its issue phase is ", CollectiveParams::IssuePhase_Name(call.phase),
                                      " but it fires ", call.firings_per_step, " times a step, not once"));
         }
-        sequence.push_back(Entry{call.phase == CollectiveParams::BEFORE_PIECES ? -1 : pieces_per_step,
+        sequence.push_back(Entry{call.phase == CollectiveParams::BEFORE_PIECES ? -1 : 2 * pieces_per_step,
                                  call.global_order, c, 0});
         break;
       case CollectiveParams::UNPLACED:
@@ -51,7 +77,7 @@ absl::StatusOr<std::unique_ptr<CollectiveOrder>> CollectiveOrder::Create(std::ve
     }
   }
   std::sort(sequence.begin(), sequence.end(), [](const Entry& a, const Entry& b) {
-    return std::tie(a.piece, a.global_order) < std::tie(b.piece, b.global_order);
+    return std::tie(a.slot, a.global_order) < std::tie(b.slot, b.global_order);
   });
   std::vector<std::vector<int64_t>> position(calls.size());
   for (int32_t c = 0; c < static_cast<int32_t>(calls.size()); ++c) {
@@ -140,9 +166,10 @@ int64_t CollectiveOrder::issued() const {
 std::string CollectiveOrder::TicketText(int64_t ticket) const {
   const int64_t n = static_cast<int64_t>(sequence_.size());
   const Entry& e = sequence_[ticket % n];
-  const std::string piece = e.piece < 0                                     ? "before the pieces"
-                            : calls_[e.call].phase == CollectiveParams::AFTER_PIECES ? "after the pieces"
-                                                                            : absl::StrCat("piece ", e.piece);
+  const Call& call = calls_[e.call];
+  const std::string piece = call.phase == CollectiveParams::BEFORE_PIECES  ? "before the pieces"
+                            : call.phase == CollectiveParams::AFTER_PIECES ? "after the pieces"
+                            : absl::StrCat("piece ", e.firing_in_step, call.backward ? " backward" : "");
   return absl::StrCat("'", calls_[e.call].name, "' (global_order ", e.global_order, ") step ", ticket / n, " ", piece);
 }
 
@@ -165,7 +192,7 @@ std::string CollectiveOrder::Describe() const {
 
 std::vector<std::string> CollectiveOrder::StepSequence() const {
   std::vector<std::string> out;
-  for (const Entry& e : sequence_) out.push_back(absl::StrCat(calls_[e.call].name, "@", e.piece));
+  for (const Entry& e : sequence_) out.push_back(absl::StrCat(calls_[e.call].name, "@", e.slot));
   return out;
 }
 

@@ -5,8 +5,11 @@
 //
 // The order (docs/plan_format.md, "Collective issue order"): firing n of a COLLECTIVE task that
 // fires F times a step is firing k = n % F of step s = n / F, and gets the key
-//   (s, piece, global_order)   piece = k for a PER_PIECE task (F = pieces_per_step),
-//                                      -1 for BEFORE_PIECES, pieces_per_step for AFTER_PIECES (F = 1).
+//   (s, slot, global_order)   slot = the place of piece k's forward (or backward, when the call
+//                                    boxes a value of the backward pass) in the rank's 1F1B order
+//                                    of N = pieces_per_step pieces with issue_pieces_in_flight
+//                                    forwards ahead (1: F0 B0 F1 B1 ...) for a PER_PIECE call,
+//                                    -1 for BEFORE_PIECES, 2N for AFTER_PIECES (F = 1).
 // Every member of a call computes the same key (the same step and firing; phase and
 // global_order come from CollectiveParams, which the members share), so on every rank the
 // calls of one group come in the same order, and so do the calls of two groups that share
@@ -57,11 +60,13 @@ class CollectiveOrder {
     CollectiveParams::IssuePhase phase = CollectiveParams::PER_PIECE;
     int64_t global_order = 0;
     int64_t firings_per_step = 1;
+    int64_t pieces_in_flight = 1;  // PER_PIECE: CollectiveParams.issue_pieces_in_flight (0 = 1)
+    bool backward = false;         // PER_PIECE: CollectiveParams.issue_backward
   };
   // `calls`: the rank's COLLECTIVE tasks (index = the `call` of Ticket). InvalidArgument naming
   // the task for an UNPLACED phase, a rate that does not match the phase (PER_PIECE: firing
-  // pieces_per_step times a step; BEFORE / AFTER_PIECES: once), or two calls with one
-  // global_order.
+  // pieces_per_step times a step; BEFORE / AFTER_PIECES: once), two calls with one
+  // global_order, or PER_PIECE calls with different pieces in flight (one 1F1B order a rank).
   static absl::StatusOr<std::unique_ptr<CollectiveOrder>> Create(std::vector<Call> calls, int64_t pieces_per_step);
 
   // The ticket of firing `firing` (0, 1, ... over the run) of calls[call].
@@ -79,15 +84,15 @@ class CollectiveOrder {
   // For hang reports: "issued 12 collective calls; next: 'x' (global_order 3) step 1 piece 0;
   // held back: 2 ('y' ..., ...)", or "" when nothing is held back.
   std::string Describe() const;
-  // The keys of one step in order, as "name@piece" (tests, docs).
+  // The keys of one step in order, as "name@slot" (tests, docs).
   std::vector<std::string> StepSequence() const;
 
  private:
   struct Entry {
-    int64_t piece;
+    int64_t slot;  // the key's middle term
     int64_t global_order;
     int32_t call;
-    int64_t firing_in_step;
+    int64_t firing_in_step;  // = the piece for PER_PIECE calls
   };
   CollectiveOrder(std::vector<Call> calls, std::vector<Entry> sequence, std::vector<std::vector<int64_t>> position);
   std::string TicketText(int64_t ticket) const;

@@ -26,7 +26,8 @@ TEST(CollectiveOrderTest, OneStepIsBeforeThenPiecesByGlobalOrderThenAfter) {
                                         Make("d", CollectiveParams::PER_PIECE, 2, 2)},
                                        /*pieces_per_step=*/2);
   ASSERT_TRUE(order.ok()) << order.status();
-  EXPECT_EQ((*order)->StepSequence(), (std::vector<std::string>{"b@-1", "d@0", "a@0", "d@1", "a@1", "c@2"}));
+  // Slots: forwards of pieces 0 and 1 at 0 and 2 (their backwards would be 1 and 3), after: 2N.
+  EXPECT_EQ((*order)->StepSequence(), (std::vector<std::string>{"b@-1", "d@0", "a@0", "d@2", "a@2", "c@4"}));
   // Firing n of a call: step n / rate, firing n % rate of the step; 6 tickets a step.
   EXPECT_EQ((*order)->Ticket(0, 0), 2);   // a, step 0 piece 0
   EXPECT_EQ((*order)->Ticket(0, 3), 10);  // a, step 1 piece 1
@@ -51,7 +52,36 @@ TEST(CollectiveOrderTest, MembersWithDifferentCallsAgreeOnTheSharedOnes) {
     if (s.rfind("g01", 0) == 0) shared.push_back(s);
   }
   EXPECT_EQ(shared, (*rank1)->StepSequence());
-  EXPECT_EQ(shared, (std::vector<std::string>{"g01_4@-1", "g01_1@0", "g01_1@1", "g01_1@2"}));
+  EXPECT_EQ(shared, (std::vector<std::string>{"g01_4@-1", "g01_1@0", "g01_1@2", "g01_1@4"}));
+}
+
+// A pipeline stage that keeps 2 pieces in flight issues 1F1B: F0 F1 B0 F2 B1 F3 B2 B3 (without
+// it, piece 1's forward calls would wait for piece 0's backward, which waits for the later
+// stages: the stages would run one after another).
+TEST(CollectiveOrderTest, PipelineStagesIssueOneForwardOneBackward) {
+  Call forward = Make("fwd", CollectiveParams::PER_PIECE, 1, 4), backward = Make("bwd", CollectiveParams::PER_PIECE, 2, 4);
+  forward.pieces_in_flight = backward.pieces_in_flight = 2;
+  backward.backward = true;
+  auto order = CollectiveOrder::Create({forward, backward}, 4);
+  ASSERT_TRUE(order.ok()) << order.status();
+  EXPECT_EQ((*order)->StepSequence(), (std::vector<std::string>{"fwd@0", "fwd@1", "bwd@2", "fwd@3", "bwd@4", "fwd@5",
+                                                                "bwd@6", "bwd@7"}));
+  // As many in flight as pieces: every forward first (GPipe); 1: forward and backward in turn.
+  forward.pieces_in_flight = backward.pieces_in_flight = 4;
+  auto all = CollectiveOrder::Create({forward, backward}, 4);
+  ASSERT_TRUE(all.ok());
+  EXPECT_EQ((*all)->StepSequence(), (std::vector<std::string>{"fwd@0", "fwd@1", "fwd@2", "fwd@3", "bwd@4", "bwd@5",
+                                                              "bwd@6", "bwd@7"}));
+  forward.pieces_in_flight = backward.pieces_in_flight = 1;
+  auto one = CollectiveOrder::Create({forward, backward}, 4);
+  ASSERT_TRUE(one.ok());
+  EXPECT_EQ((*one)->StepSequence(), (std::vector<std::string>{"fwd@0", "bwd@1", "fwd@2", "bwd@3", "fwd@4", "bwd@5",
+                                                              "fwd@6", "bwd@7"}));
+  // Two stages' orders on one rank cannot both hold.
+  forward.pieces_in_flight = 2;
+  auto mixed = CollectiveOrder::Create({forward, backward}, 4);
+  ASSERT_FALSE(mixed.ok());
+  EXPECT_NE(mixed.status().message().find("one rank, one 1F1B order"), std::string::npos) << mixed.status();
 }
 
 TEST(CollectiveOrderTest, RefusesPlansWithoutAnAgreedPlace) {

@@ -274,9 +274,10 @@ absl::Status Runtime::Build(const PlanProto& plan, const RankPlanProto& rank_pla
     for (const TaskProto* task : tasks) {
       if (task->type() != TaskProto::COLLECTIVE) continue;
       collective_call_[task->id()] = static_cast<int32_t>(calls.size());
-      calls.push_back(CollectiveOrder::Call{task->name(), task->collective().issue_phase(),
-                                            task->collective().global_order(),
-                                            rates.contains(task->id()) ? rates.at(task->id()) : pieces_per_step_});
+      const CollectiveParams& params = task->collective();
+      calls.push_back(CollectiveOrder::Call{task->name(), params.issue_phase(), params.global_order(),
+                                            rates.contains(task->id()) ? rates.at(task->id()) : pieces_per_step_,
+                                            params.issue_pieces_in_flight(), params.issue_backward()});
     }
     if (!calls.empty()) {
       absl::StatusOr<std::unique_ptr<CollectiveOrder>> order = CollectiveOrder::Create(std::move(calls), pieces_per_step_);

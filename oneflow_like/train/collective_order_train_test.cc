@@ -129,6 +129,8 @@ struct TrainRun {
   std::vector<double> losses;
   std::map<int32_t, std::vector<uint64_t>> calls;  // per rank, in issue order
   std::map<CollectiveParams::IssuePhase, int> phases;  // the plan's collective tasks by phase
+  std::set<int32_t> in_flight;                        // their issue_pieces_in_flight values
+  int backward = 0;                                   // those boxing backward values
 };
 
 TrainRun Train(TrainerOptions options, bool needs_order, int steps, const OpRegistry* registry) {
@@ -145,7 +147,11 @@ TrainRun Train(TrainerOptions options, bool needs_order, int steps, const OpRegi
   if (!trainer.ok()) return run;
   for (const RankPlanProto& rank_plan : (*trainer)->plan().rank_plans()) {
     for (const TaskProto& task : rank_plan.tasks()) {
-      if (task.type() == TaskProto::COLLECTIVE) ++run.phases[task.collective().issue_phase()];
+      if (task.type() != TaskProto::COLLECTIVE) continue;
+      ++run.phases[task.collective().issue_phase()];
+      if (task.collective().issue_phase() != CollectiveParams::PER_PIECE) continue;
+      run.in_flight.insert(task.collective().issue_pieces_in_flight());
+      run.backward += task.collective().issue_backward() ? 1 : 0;
     }
   }
   for (int step = 0; step < steps; ++step) {
@@ -215,6 +221,12 @@ TEST_F(CollectiveOrderTrainTest, AgreedOrderOnEveryLayoutChangesNoLoss) {
       EXPECT_GT(ordered.phases.count(phase), 0u) << CollectiveParams::IssuePhase_Name(phase);
     }
     EXPECT_EQ(ordered.phases.count(CollectiveParams::UNPLACED), 0u);
+    if (c.options.layout.pp > 1 && c.options.layout.tp > 1) {
+      // 1F1B: stage 0 keeps 2 pieces in flight, stage 1 one; forward and backward calls.
+      EXPECT_EQ(ordered.in_flight, (std::set<int32_t>{1, 2}));
+      EXPECT_GT(ordered.backward, 0);
+      EXPECT_LT(ordered.backward, ordered.phases.at(CollectiveParams::PER_PIECE));
+    }
     ASSERT_EQ(ordered.calls.size(), static_cast<size_t>(c.options.layout.world()));
     ExpectAgreedOrder(ordered.calls);
     std::cout << c.name << ": without the order, the ranks " << (ExpectAgreedOrder(unordered.calls, false) ? "agreed" : "disagreed")

@@ -62,6 +62,27 @@ CollectiveParams CollectiveGeometry(const BoxingPlan& plan, const BoxingStep& st
   return params;
 }
 
+void Lowerer::SetIssueFields(const Value& v, CollectiveParams* params) const {
+  params->set_issue_phase(IssuePhaseOf(v));
+  if (params->issue_phase() != CollectiveParams::PER_PIECE) return;
+  // A stage keeps as many pieces in flight as its activations' registers hold (registers.cc:
+  // min(N, S - stage), capped by max_register_count); 1 without a pipeline, or when a rank works
+  // for several stages (one 1F1B order per rank then would not fit every stage). The stage is
+  // the one the members' ranks work for (every rank of the rank's calls then agrees).
+  int64_t in_flight = 1;
+  if (multi_rate_ && num_stages_ > 1 && one_stage_per_rank_) {
+    int stage = v.stage;
+    if (params->ranks_size() > 0) {
+      if (auto it = stage_of_rank_.find(params->ranks(0)); it != stage_of_rank_.end()) stage = it->second;
+    }
+    in_flight = std::min<int64_t>(pieces_per_step_, num_stages_ - stage);
+    if (options_.max_register_count > 0) in_flight = std::min<int64_t>(in_flight, options_.max_register_count);
+    in_flight = std::max<int64_t>(in_flight, 1);
+  }
+  params->set_issue_pieces_in_flight(static_cast<int32_t>(in_flight));
+  params->set_issue_backward(loss_position_ >= 0 && v.position > loss_position_);
+}
+
 absl::StatusOr<Value> Lowerer::EmitBoxing(TensorId tensor, const Value& src, const Placement& placement,
                                           const NdSbp& nd_sbp) {
   const TensorNode& t = graph_.tensor(tensor);
@@ -134,7 +155,7 @@ absl::StatusOr<Value> Lowerer::EmitBoxing(TensorId tensor, const Value& src, con
       params.set_kind(static_cast<CollectiveParams::Kind>(step.collective));
       for (Rank r : step.group) params.add_ranks(r.value());
       params.set_global_order(first_order + layout.collective_index[k]);
-      params.set_issue_phase(IssuePhaseOf(src));
+      SetIssueFields(src, &params);
       for (size_t m = 0; m < step.group.size(); ++m) {
         if (!builder_.Emits(step.group[m].value())) continue;
         const int32_t output = step.output + static_cast<int32_t>(m);

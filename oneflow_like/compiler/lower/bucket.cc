@@ -120,7 +120,7 @@ absl::Status Lowerer::EmitGradientBuckets(int64_t first_optimizer_position) {
     params.set_kind(static_cast<CollectiveParams::Kind>(bucket.kind));
     for (Rank r : bucket.group) params.add_ranks(r.value());
     params.set_global_order(order);
-    params.set_issue_phase(IssuePhaseOf(*gradients[bucket.parts.front().first].src));
+    SetIssueFields(*gradients[bucket.parts.front().first].src, &params);
     for (const auto& part : bucket.parts) {  // parts of one rate; the latest phase of any of them
       params.set_issue_phase(std::max(params.issue_phase(), IssuePhaseOf(*gradients[part.first].src)));
     }

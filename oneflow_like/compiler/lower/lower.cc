@@ -55,6 +55,22 @@ Lowerer::Lowerer(const Graph& graph, const LowerOptions& options)
   multi_rate_ = pieces_per_step_ > 1;
   position_of_op_.assign(graph.num_ops(), -1);
   for (size_t p = 0; p < graph.op_order().size(); ++p) position_of_op_[graph.op_order()[p].value()] = p;
+  // The collectives' issue order (SetIssueFields).
+  num_stages_ = ComputeStageInfo(graph).num_stages;
+  for (OpId id : graph.op_order()) {
+    const OpNode& op = graph.op(id);
+    if (!op.placement) continue;
+    for (Rank r : op.placement->ranks()) {
+      auto [it, fresh] = stage_of_rank_.emplace(r.value(), op.stage);
+      if (!fresh && it->second != op.stage) one_stage_per_rank_ = false;
+    }
+  }
+  if (!graph.config().loss().empty()) {
+    const TensorId loss = graph.FindTensor(graph.config().loss());
+    if (loss.valid() && graph.tensor(loss).producer.valid()) {
+      loss_position_ = position_of_op_[graph.tensor(loss).producer.value()];
+    }
+  }
   // compute_streams 2: the ops whose outputs only optimizers read (weight and bias gradients;
   // not e.g. a layer norm's backward, whose input gradient the rest of backward waits for).
   side_stream_op_.assign(graph.num_ops(), false);

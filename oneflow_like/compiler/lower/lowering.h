@@ -179,6 +179,8 @@ class Lowerer {
     if (v.step_rate) return v.after_pieces ? CollectiveParams::AFTER_PIECES : CollectiveParams::BEFORE_PIECES;
     return v.after_pieces ? CollectiveParams::UNPLACED : CollectiveParams::PER_PIECE;
   }
+  // Sets the issue fields of a collective boxing `v` (phase; for PER_PIECE the 1F1B slot facts).
+  void SetIssueFields(const Value& v, CollectiveParams* params) const;
   TaskInfo NewTask(TaskProto::Type type, Rank rank, DeviceType device, const std::string& name,
                    const std::string& op_name, int stage, int64_t position) const;
   // The devices of placement whose register / task this lowering builds: every device for the
@@ -228,6 +230,12 @@ class Lowerer {
   using ValueKey = std::tuple<int64_t, Placement, NdSbp, bool>;
   absl::node_hash_map<ValueKey, Value> values_;
   int64_t next_collective_order_ = 0;
+  // Issue order facts (SetIssueFields): stages, whether every rank works for one stage only,
+  // and the program position of the loss's producer (-1: no loss; later ops are backward).
+  int num_stages_ = 1;
+  bool one_stage_per_rank_ = true;
+  std::map<int32_t, int> stage_of_rank_;  // the stage of the ops each rank runs
+  int64_t loss_position_ = -1;
   bool buckets_emitted_ = false;
   // Boxing plans by request (name excluded) and by canonical (shifted) request (plan_cache.cc).
   absl::node_hash_map<std::string, CachedPlan> plan_cache_;  // node: PlanFor hands out pointers

@@ -309,6 +309,9 @@ std::string CollectiveCallDifference(const CollectiveParams& a, const Collective
     return absl::StrCat("its issue_phase (", CollectiveParams::IssuePhase_Name(a.issue_phase()), " and ",
                         CollectiveParams::IssuePhase_Name(b.issue_phase()), ")");
   }
+  if (a.issue_pieces_in_flight() != b.issue_pieces_in_flight() || a.issue_backward() != b.issue_backward()) {
+    return "its place among the pieces (issue_pieces_in_flight / issue_backward)";
+  }
   if (a.parts_size() != b.parts_size()) {
     return absl::StrCat("its number of parts (", a.parts_size(), " and ", b.parts_size(), ")");
   }
