@@ -88,6 +88,20 @@ TEST(ConfigFileTest, CommentsAndBlankLinesAreIgnored) {
   EXPECT_EQ(*flags, (std::vector<std::string>{"--steps=7", "--tp=2"}));
 }
 
+TEST(ConfigFileTest, OrderCollectivesIsAParallelField) {
+  absl::StatusOr<std::vector<std::string>> flags =
+      ConfigToFlags("[parallel]\nboxing = collective\norder_collectives = true\n", "c");
+  ASSERT_TRUE(flags.ok()) << flags.status();
+  EXPECT_EQ(*flags, (std::vector<std::string>{"--boxing=collective", "--order_collectives=true"}));
+  absl::StatusOr<TrainerFlags> parsed = ParseTrainerFlags(*flags);
+  ASSERT_TRUE(parsed.ok()) << parsed.status();
+  EXPECT_TRUE(parsed->options.order_collectives);
+  absl::StatusOr<TrainerFlags> bare = ParseTrainerFlags({"--order_collectives"});
+  ASSERT_TRUE(bare.ok()) << bare.status();
+  EXPECT_TRUE(bare->options.order_collectives);
+  EXPECT_FALSE(ParseTrainerFlags({})->options.order_collectives);
+}
+
 TEST(ConfigFileTest, MissingFileIsNamed) {
   absl::StatusOr<TrainerFlags> f = ParseTrainerConfig("configs/nope.cfg", {});
   ASSERT_FALSE(f.ok());
