@@ -190,6 +190,21 @@ std::string CollectiveOrder::Describe() const {
   return text;
 }
 
+std::string CollectiveOrder::PlaceText(const Entry& e) const {
+  const Call& call = calls_[e.call];
+  if (call.phase == CollectiveParams::BEFORE_PIECES) return "before the pieces";
+  if (call.phase == CollectiveParams::AFTER_PIECES) return "after the pieces";
+  return absl::StrCat("piece ", e.firing_in_step, call.backward ? " backward" : " forward");
+}
+
+std::vector<std::string> CollectiveOrder::StepText() const {
+  std::vector<std::string> out;
+  for (const Entry& e : sequence_) {
+    out.push_back(absl::StrCat(PlaceText(e), ": '", calls_[e.call].name, "' (global_order ", e.global_order, ")"));
+  }
+  return out;
+}
+
 std::vector<std::string> CollectiveOrder::StepSequence() const {
   std::vector<std::string> out;
   for (const Entry& e : sequence_) out.push_back(absl::StrCat(calls_[e.call].name, "@", e.slot));

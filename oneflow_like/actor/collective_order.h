@@ -86,6 +86,8 @@ class CollectiveOrder {
   std::string Describe() const;
   // The keys of one step in order, as "name@slot" (tests, docs).
   std::vector<std::string> StepSequence() const;
+  // One step's calls in order, as "piece 1 forward: 'name' (global_order 7)" (olplan).
+  std::vector<std::string> StepText() const;
 
  private:
   struct Entry {
@@ -96,6 +98,7 @@ class CollectiveOrder {
   };
   CollectiveOrder(std::vector<Call> calls, std::vector<Entry> sequence, std::vector<std::vector<int64_t>> position);
   std::string TicketText(int64_t ticket) const;
+  std::string PlaceText(const Entry& e) const;  // "before the pieces", "piece 2 backward", ...
 
   const std::vector<Call> calls_;
   const std::vector<Entry> sequence_;                // one step's firings in key order

@@ -555,6 +555,7 @@ int Main(int argc, char** argv) {
     std::vector<plan_tool::BoxingEntry> entries = plan_tool::BoxingEntries(plan);
     std::fputs((a.json ? plan_tool::BoxingJson(entries) : plan_tool::BoxingText(entries)).c_str(), stdout);
     if (!a.json) std::fputs(plan_tool::BucketText(plan).c_str(), stdout);
+    if (!a.json) std::fputs(plan_tool::IssueOrderText(plan).c_str(), stdout);
     if (!a.json && plan.boxing_choices_size() > 0) {  // --boxing=auto: how each transition was lowered
       std::printf("lowering (--boxing=auto), point-to-point vs one collective per group:\n");
       for (const BoxingChoiceProto& c : plan.boxing_choices()) {

@@ -5,6 +5,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "oneflow_like/actor/collective_order.h"
+#include "oneflow_like/actor/plan_rates.h"
 #include "oneflow_like/core/data_type.h"
 #include "tools/plan/plan_report.h"
 
@@ -64,6 +66,39 @@ std::string BucketText(const PlanProto& plan) {
                                         absl::StrJoin(b.ranks, ","), HumanBytes(static_cast<double>(b.bytes)), tensors));
   }
   return s;
+}
+
+std::string IssueOrderText(const PlanProto& plan, int max_lines) {
+  absl::StatusOr<absl::flat_hash_map<int64_t, int64_t>> rates = actor::FiringsPerStep(plan);
+  for (const RankPlanProto& rank : plan.rank_plans()) {
+    std::vector<actor::CollectiveOrder::Call> calls;
+    for (const TaskProto& task : rank.tasks()) {
+      if (task.type() != TaskProto::COLLECTIVE) continue;
+      const CollectiveParams& c = task.collective();
+      const int64_t rate = rates.ok() && rates->contains(task.id()) ? rates->at(task.id()) : plan.pieces_per_step();
+      calls.push_back(actor::CollectiveOrder::Call{task.name(), c.issue_phase(), c.global_order(), rate, c.issue_pieces_in_flight(),
+                                                   c.issue_backward()});
+    }
+    if (calls.empty()) continue;
+    const size_t tasks = calls.size();
+    absl::StatusOr<std::unique_ptr<actor::CollectiveOrder>> order =
+        actor::CollectiveOrder::Create(std::move(calls), plan.pieces_per_step());
+    if (!order.ok()) {
+      return absl::StrCat("collective issue order of rank ", rank.rank(), ": none agreed: ", order.status().message(),
+                          "\n");
+    }
+    const std::vector<std::string> lines = (*order)->StepText();
+    std::string s = absl::StrCat("collective issue order of rank ", rank.rank(), " (", lines.size(), " calls a step by ",
+                                 tasks, " tasks; NCCL, or gloo with --order_collectives, issues them so):\n");
+    for (size_t i = 0; i < lines.size() && static_cast<int>(i) < max_lines; ++i) {
+      absl::StrAppend(&s, absl::StrFormat("  %3d. %s\n", static_cast<int>(i + 1), lines[i]));
+    }
+    if (static_cast<int>(lines.size()) > max_lines) {
+      absl::StrAppend(&s, "  ... (", lines.size() - max_lines, " more)\n");
+    }
+    return s;
+  }
+  return "";
 }
 
 }  // namespace plan_tool

@@ -26,6 +26,10 @@ struct BucketEntry {
 std::vector<BucketEntry> Buckets(const PlanProto& plan);
 // "" when the plan has no buckets; else a header line and one line per bucket.
 std::string BucketText(const PlanProto& plan);
+// The order in which the first rank with collectives issues them in a step under NCCL (or
+// --order_collectives; actor/collective_order.h): at most `max_lines` lines, then a count. ""
+// when no rank has collectives; the error's message when the plan has no agreed order.
+std::string IssueOrderText(const PlanProto& plan, int max_lines = 40);
 
 }  // namespace plan_tool
 }  // namespace oneflow_like
