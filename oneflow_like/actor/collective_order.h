@@ -31,7 +31,7 @@
 // group's kernels already spin on the device can hang (NCCL's init allocates device memory).
 //
 // Close (the runtime, before its bodies go): held closures are dropped, later ones too, and it
-// returns once no closure runs, so none runs on a destroyed body.
+// returns once no closure runs, so none runs on a destroyed body. Not from inside a closure.
 //
 // Thread-safe. The runtime owns one per rank; bodies hold a pointer (it outlives them).
 #ifndef ONEFLOW_LIKE_ACTOR_COLLECTIVE_ORDER_H_

@@ -99,8 +99,9 @@ struct Call {
   uint64_t turn = 0;  // LaunchTurns
 };
 
-// The order in which the communicators of one backend (one device) launch their calls: the order
-// the calls were queued across all of them. Each communicator's worker waits for its call's turn
+// The order in which the channel communicators of one backend (ConnectChannel's, one per group;
+// Connect's launch independently) launch their calls: the order the calls were queued across all
+// of them. Each communicator's worker waits for its call's turn
 // before it launches (or skips) it, then passes the turn on. Without it, the workers of two groups
 // would launch in whatever order they were scheduled, and two ranks could put the kernels of two
 // communicators on their devices in opposite orders, which NCCL documents can hang; with it, the
@@ -410,7 +411,7 @@ class NcclCommunicator final : public Communicator {
     {
       std::lock_guard<std::mutex> lock(mailbox_->mu);
       uint64_t turn = 0;
-      {  // under the mailbox's lock: this queue's calls take their turns in queue order
+      if (turns_ != nullptr) {  // under the mailbox's lock: this queue's calls take turns in queue order
         std::lock_guard<std::mutex> turns_lock(turns_->mu);
         turn = turns_->queued++;
       }
@@ -527,13 +528,14 @@ class NcclCommunicator final : public Communicator {
   }
 
   void Issue(Call call) {
-    {  // wait for the call's turn on the device (LaunchTurns); pass it on whatever happens below
+    if (turns_ != nullptr) {  // wait for the call's turn on the device (LaunchTurns); passed on below
       std::unique_lock<std::mutex> lock(turns_->mu);
       turns_->passed.wait(lock, [&] { return turns_->launched == call.turn; });
     }
     struct PassTurn {
       LaunchTurns* turns;
       ~PassTurn() {
+        if (turns == nullptr) return;
         {
           std::lock_guard<std::mutex> lock(turns->mu);
           ++turns->launched;
@@ -732,7 +734,7 @@ class NcclCommunicator final : public Communicator {
   ncclComm_t comm_;  // the worker's (the destructor's after join); null once aborted
   const cudaStream_t stream_;
   const std::shared_ptr<Mailbox> mailbox_;
-  const std::shared_ptr<LaunchTurns> turns_;  // shared by the backend's communicators
+  const std::shared_ptr<LaunchTurns> turns_;  // shared by the backend's channel communicators; null: none
   std::thread worker_;
   std::thread::id worker_id_;
   // Worker thread only.
@@ -859,7 +861,7 @@ class NcclBackend final : public CollectiveBackend {
       std::lock_guard<std::mutex> lock(mu_);
       absl::StrAppend(&key, "/", connects_[key]++);
     }
-    ASSIGN_OR_RETURN(std::unique_ptr<NcclCommunicator> comm, Create(group, me, key, description));
+    ASSIGN_OR_RETURN(std::unique_ptr<NcclCommunicator> comm, Create(group, me, key, description, /*turns=*/nullptr));
     {
       std::lock_guard<std::mutex> lock(mu_);
       ++stats_.contexts;
@@ -898,7 +900,7 @@ class NcclBackend final : public CollectiveBackend {
       const std::string key = absl::StrCat("nccl-channels/", absl::StrJoin(group, ","), "/", generation);
       const std::string shared_description =
           absl::StrCat("nccl group ", GroupText(group), " (cuda:", options_.device, ", shared by its channels)");
-      absl::StatusOr<std::unique_ptr<NcclCommunicator>> made = Create(group, me, key, shared_description);
+      absl::StatusOr<std::unique_ptr<NcclCommunicator>> made = Create(group, me, key, shared_description, turns_);
       Shared result = made.ok() ? Shared(std::shared_ptr<NcclCommunicator>(std::move(*made))) : Shared(made.status());
       {
         std::lock_guard<std::mutex> lock(mu_);
@@ -963,9 +965,11 @@ class NcclBackend final : public CollectiveBackend {
   }
 
   // The rendezvous under `key` (member 0 publishes the unique id, the others Get it) and the
-  // non-blocking ncclCommInitRankConfig, both within options_.timeout_ms.
+  // non-blocking ncclCommInitRankConfig, both within options_.timeout_ms. `turns`: the channels'
+  // LaunchTurns (null for Connect's communicators, which launch independently).
   absl::StatusOr<std::unique_ptr<NcclCommunicator>> Create(const std::vector<int32_t>& group, int32_t me,
-                                                           const std::string& key, const std::string& description) {
+                                                           const std::string& key, const std::string& description,
+                                                           std::shared_ptr<LaunchTurns> turns) {
     const Clock::time_point deadline = Clock::now() + std::chrono::milliseconds(options_.timeout_ms);
     const int32_t n = static_cast<int32_t>(group.size());
     ncclUniqueId id;
@@ -1013,7 +1017,7 @@ class NcclBackend final : public CollectiveBackend {
       if (r != ncclSuccess) break;
       if (state == ncclSuccess) {
         return std::make_unique<NcclCommunicator>(me, n, description, options_.device, options_, comm, stream,
-                                                  turns_);
+                                                  std::move(turns));
       }
       if (state != ncclInProgress) {
         r = state;

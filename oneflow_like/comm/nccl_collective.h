@@ -41,10 +41,12 @@
 // calls, and so, the queue being in order, for every call of the group issued before them
 // (possibly for a long queue of other channels' calls); it reports that channel's first failure.
 // Destroying a channel waits for its calls.
-// Launch order: the communicators of one backend (Connect's and the groups') launch their calls
-// on the device in the order the calls were queued across all of them -- each worker waits for
-// its call's turn -- so the device gets the kernels of two groups in the agreed issue order, not
-// in the order the workers happened to run.
+// Launch order: the channel communicators of one backend (one per group) launch their calls on
+// the device in the order the calls were queued across all of them -- each worker waits for its
+// call's turn -- so the device gets the kernels of two groups in the agreed issue order, not in
+// the order the workers happened to run (Connect's communicators launch independently). So a
+// channel call's `done` must not block on another group's channel of the same backend (its
+// Flush, its destruction): that channel's next call may wait for a turn behind this worker.
 //
 // Each communicator owns a CUDA stream (cudaStreamNonBlocking) on its device, and one worker
 // thread that does everything else, so a call only queues and returns:

@@ -69,8 +69,9 @@ void Lowerer::SetIssueFields(const Value& v, CollectiveParams* params) const {
   // min(N, S - stage), capped by max_register_count); 1 without a pipeline, or when a rank works
   // for several stages (one 1F1B order per rank then would not fit every stage). The stage is
   // the one the members' ranks work for (every rank of the rank's calls then agrees).
+  // Only where the constructor found that order feasible (pipeline_issue_order_).
   int64_t in_flight = 1;
-  if (multi_rate_ && num_stages_ > 1 && one_stage_per_rank_) {
+  if (pipeline_issue_order_) {
     int stage = v.stage;
     if (params->ranks_size() > 0) {
       if (auto it = stage_of_rank_.find(params->ranks(0)); it != stage_of_rank_.end()) stage = it->second;

@@ -71,6 +71,36 @@ Lowerer::Lowerer(const Graph& graph, const LowerOptions& options)
       loss_position_ = position_of_op_[graph.tensor(loss).producer.value()];
     }
   }
+  // 1F1B issue slots only where the register counts make that order feasible (a review found
+  // deadlocks otherwise): no memory reuse (a forward register sharing bytes with a backward one
+  // takes its turn after it, so piece k + 1's forward waits for piece k's backward); the loss on
+  // the last stage and every forward edge from a stage to the same or a later one (the 1F1B
+  // shape); no input read only after the loss on an earlier stage (its register has count 1, so
+  // its next piece waits for that backward reader). Else every stage keeps 1 piece in flight.
+  pipeline_issue_order_ = multi_rate_ && num_stages_ > 1 && one_stage_per_rank_ && !options.reuse_memory &&
+                          loss_position_ >= 0;
+  if (pipeline_issue_order_) {
+    const OpNode& loss_op = graph.op(graph.op_order()[loss_position_]);
+    pipeline_issue_order_ = loss_op.stage == num_stages_ - 1;
+    for (OpId id : graph.op_order()) {
+      const OpNode& op = graph.op(id);
+      if (position_of_op_[id.value()] > loss_position_) break;
+      for (TensorId in : op.inputs) {
+        const TensorNode& t = graph.tensor(in);
+        if (t.producer.valid() && graph.op(t.producer).stage > op.stage) pipeline_issue_order_ = false;
+      }
+    }
+    for (const TensorNode& t : graph.tensors()) {
+      if (!t.is_input || t.consumers.empty()) continue;
+      bool only_backward = true;
+      int min_stage = num_stages_;
+      for (const TensorUse& use : t.consumers) {
+        only_backward = only_backward && position_of_op_[use.op.value()] > loss_position_;
+        min_stage = std::min(min_stage, graph.op(use.op).stage);
+      }
+      if (only_backward && min_stage < num_stages_ - 1) pipeline_issue_order_ = false;
+    }
+  }
   // compute_streams 2: the ops whose outputs only optimizers read (weight and bias gradients;
   // not e.g. a layer norm's backward, whose input gradient the rest of backward waits for).
   side_stream_op_.assign(graph.num_ops(), false);

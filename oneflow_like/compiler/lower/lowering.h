@@ -236,6 +236,7 @@ class Lowerer {
   bool one_stage_per_rank_ = true;
   std::map<int32_t, int> stage_of_rank_;  // the stage of the ops each rank runs
   int64_t loss_position_ = -1;
+  bool pipeline_issue_order_ = false;  // stages keep more than 1 piece in flight in the issue order
   bool buckets_emitted_ = false;
   // Boxing plans by request (name excluded) and by canonical (shifted) request (plan_cache.cc).
   absl::node_hash_map<std::string, CachedPlan> plan_cache_;  // node: PlanFor hands out pointers
