@@ -85,6 +85,8 @@
 // CreateNcclBackend, Connect, a ConnectChannel that creates the group's communicator and the
 // destructor (of a channel: the group's last one's) make `device` the calling thread's current
 // one.
+// Sources: nccl_collective.cc (the backend: Connect, channels sharing a group's communicator,
+// the rendezvous), nccl_communicator.{h,cc} (one communicator: its calls, checks and worker).
 // Tests: nccl_collective_test (on GPUs; skips without one) and nccl_collective_fake_test (the
 // same tests over nccl_fake.cc, an in-process fake of the CUDA runtime and NCCL).
 #ifndef ONEFLOW_LIKE_COMM_NCCL_COLLECTIVE_H_
