@@ -93,26 +93,26 @@ class GoldenMlp(unittest.TestCase):
         self.assertIn("also read by", text)
 
     def test_boxing_lists_the_collective_issue_order_in_1f1b(self):
-        # pp2 x tp2 with 4 micro-batches on collectives, without memory reuse: rank 0 (stage 0,
-        # 2 pieces in flight) issues piece 1's forward calls before piece 0's backward ones, the
-        # buckets last. (With reuse, forward and backward of one piece in turn.)
+        # pp2 x tp2 with 4 micro-batches on collectives: rank 0 (stage 0, 2 pieces in flight)
+        # issues piece 1's forward calls before piece 0's backward ones, the buckets last; with
+        # memory reuse (the default) as without (stage 0's forward and backward bytes are apart).
         args = ["--model=gpt", "--vocab=256", "--seq_len=32", "--n_layer=2", "--n_embd=64", "--n_head=2",
                 "--batch=8", "--tp=2", "--pp=2", "--micro_batches=4", "--boxing=collective"]
-        out = run("boxing", *args, "--reuse_memory=false").stdout
-        self.assertIn("collective issue order of rank 0", out)
-        places = re.findall(r"^ +\d+\. (before the pieces|after the pieces|piece \d (?:forward|backward)):", out, re.M)
-        self.assertTrue(places, out)
-        firsts = []  # each place once, in the order it first appears
-        for p in places:
-            if p not in firsts:
-                firsts.append(p)
-        pieces = [p for p in firsts if p.startswith("piece")]
-        self.assertEqual(pieces, ["piece 0 forward", "piece 1 forward", "piece 0 backward", "piece 2 forward",
-                                  "piece 1 backward", "piece 3 forward", "piece 2 backward", "piece 3 backward"], out)
-        self.assertEqual(places[-1], "after the pieces")
-        reused = run("boxing", *args).stdout
-        self.assertIn("1. before the pieces", reused)
-        self.assertRegex(reused, r"piece 0 backward:[^\n]*\n(?:[^\n]*piece 0 backward[^\n]*\n)*[^\n]*piece 1 forward")
+        for reuse in ([], ["--reuse_memory=false"]):
+            out = run("boxing", *args, *reuse).stdout
+            self.assertIn("collective issue order of rank 0", out)
+            self.assertIn("1. before the pieces", out)
+            places = re.findall(r"^ +\d+\. (before the pieces|after the pieces|piece \d (?:forward|backward)):", out, re.M)
+            self.assertTrue(places, out)
+            firsts = []  # each place once, in the order it first appears
+            for p in places:
+                if p not in firsts:
+                    firsts.append(p)
+            pieces = [p for p in firsts if p.startswith("piece")]
+            self.assertEqual(pieces, ["piece 0 forward", "piece 1 forward", "piece 0 backward", "piece 2 forward",
+                                      "piece 1 backward", "piece 3 forward", "piece 2 backward", "piece 3 backward"],
+                             (reuse, out))
+            self.assertEqual(places[-1], "after the pieces")
 
     def test_boxing_auto_shows_each_lowering_choice(self):
         out = run("boxing", "--model=mlp", "--width=64", "--depth=2", "--dp=2", "--boxing=auto").stdout

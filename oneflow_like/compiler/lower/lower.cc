@@ -72,13 +72,12 @@ Lowerer::Lowerer(const Graph& graph, const LowerOptions& options)
     }
   }
   // 1F1B issue slots only where the register counts make that order feasible (a review found
-  // deadlocks otherwise): no memory reuse (a forward register sharing bytes with a backward one
-  // takes its turn after it, so piece k + 1's forward waits for piece k's backward); the loss on
-  // the last stage and every forward edge from a stage to the same or a later one (the 1F1B
-  // shape); no input read only after the loss on an earlier stage (its register has count 1, so
-  // its next piece waits for that backward reader). Else every stage keeps 1 piece in flight.
-  pipeline_issue_order_ = multi_rate_ && num_stages_ > 1 && one_stage_per_rank_ && !options.reuse_memory &&
-                          loss_position_ >= 0;
+  // deadlocks otherwise): the loss on the last stage and every forward edge from a stage to the
+  // same or a later one (the 1F1B shape); no input read only after the loss on an earlier stage
+  // (its register has count 1, so its next piece waits for that backward reader). Else every
+  // stage keeps 1 piece in flight. Memory reuse keeps a stage's forward and backward bytes
+  // apart where it keeps more than one piece in flight (PhaseSplit), so it is no obstacle.
+  pipeline_issue_order_ = multi_rate_ && num_stages_ > 1 && one_stage_per_rank_ && loss_position_ >= 0;
   if (pipeline_issue_order_) {
     const OpNode& loss_op = graph.op(graph.op_order()[loss_position_]);
     pipeline_issue_order_ = loss_op.stage == num_stages_ - 1;
@@ -240,7 +239,9 @@ absl::StatusOr<PlanProto> Lowerer::Run() {
   const StageInfo stages = ComputeStageInfo(graph_);
   AssignRegisterCounts(stages, pieces_per_step_, options_.max_register_count, &builder_);
   if (builder_.partial()) CountMirrors(stages);
-  ASSIGN_OR_RETURN(std::vector<RankMemory> memory, AssignMemory(options_.alignment, options_.reuse_memory, &builder_));
+  const PhaseSplit phases{loss_position_, stages.num_stages, pieces_per_step_, options_.max_register_count};
+  ASSIGN_OR_RETURN(std::vector<RankMemory> memory,
+                   AssignMemory(options_.alignment, options_.reuse_memory, phases, &builder_));
 
   PlanProto plan;
   plan.set_job_name(graph_.name());

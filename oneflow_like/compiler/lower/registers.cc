@@ -115,7 +115,15 @@ const DeviceProto& RegisterDevice(const TaskProto& producer) {
   return producer.type() == TaskProto::COPY ? producer.copy().to() : producer.device();
 }
 
-absl::StatusOr<std::vector<RankMemory>> AssignMemory(int64_t alignment, bool reuse, PlanBuilder* builder) {
+bool PhaseSplit::Splits(int stage) const {
+  if (loss_position < 0 || pieces_per_step <= 1 || num_stages <= 1) return false;
+  int64_t in_flight = std::min<int64_t>(pieces_per_step, num_stages - stage);
+  if (max_count > 0) in_flight = std::min<int64_t>(in_flight, max_count);
+  return in_flight > 1;
+}
+
+absl::StatusOr<std::vector<RankMemory>> AssignMemory(int64_t alignment, bool reuse, const PhaseSplit& phases,
+                                                     PlanBuilder* builder) {
   // The rank's linearized schedule: its tasks in id order (tasks() is in id order), over all
   // its devices.
   std::map<int32_t, int64_t> num_tasks;
@@ -142,8 +150,10 @@ absl::StatusOr<std::vector<RankMemory>> AssignMemory(int64_t alignment, bool reu
   // back after the planned region of the reusable block instead of going through the planner
   // (which would pay for their mutual overlaps).
   struct Pending {
-    std::vector<int64_t> registers;  // lifetime-planned (index in registers())
-    std::vector<BufferRequest> requests;
+    // Lifetime-planned (index in registers()) and their requests: [0] forward (and every
+    // register of a stage not split by `phases`), [1] backward of a split stage.
+    std::vector<int64_t> registers[2];
+    std::vector<BufferRequest> requests[2];
     std::vector<int64_t> whole_step;  // index in registers()
     int64_t whole_step_bytes = 0;
     int64_t persistent_bytes = 0;
@@ -213,9 +223,17 @@ absl::StatusOr<std::vector<RankMemory>> AssignMemory(int64_t alignment, bool reu
         last = std::max(last, release);
       }
     }
+    int pool = 0;
+    if (precise && phases.Splits(builder->tasks()[producer].stage)) {
+      const bool backward = phases.Backward(builder->tasks()[producer].position);
+      for (int64_t c : reg.consumer_tasks) {
+        precise = precise && phases.Backward(builder->task(c).position) == backward;  // else both phases
+      }
+      pool = backward ? 1 : 0;
+    }
     if (precise) {
-      p.registers.push_back(static_cast<int64_t>(i));
-      p.requests.push_back(BufferRequest{total, first, last});
+      p.registers[pool].push_back(static_cast<int64_t>(i));
+      p.requests[pool].push_back(BufferRequest{total, first, last});
     } else {
       p.whole_step.push_back(static_cast<int64_t>(i));
       location->set_offset(p.whole_step_bytes);  // relative; shifted below
@@ -224,11 +242,15 @@ absl::StatusOr<std::vector<RankMemory>> AssignMemory(int64_t alignment, bool reu
   }
   std::vector<RankMemory> result;
   for (auto& [key, p] : pending) {
-    ASSIGN_OR_RETURN(MemoryAssignment assignment, AssignOffsets(p.requests, alignment));
-    for (size_t i = 0; i < p.registers.size(); ++i) {
-      builder->register_at(p.registers[i]).proto.mutable_memory()->set_offset(assignment.offsets[i]);
+    int64_t base = 0;  // the backward pool after the forward one, the whole-step registers last
+    for (int pool = 0; pool < 2; ++pool) {
+      if (p.requests[pool].empty()) continue;
+      ASSIGN_OR_RETURN(MemoryAssignment assignment, AssignOffsets(p.requests[pool], alignment));
+      for (size_t i = 0; i < p.registers[pool].size(); ++i) {
+        builder->register_at(p.registers[pool][i]).proto.mutable_memory()->set_offset(base + assignment.offsets[i]);
+      }
+      base += RoundUp(assignment.block_bytes, alignment);
     }
-    const int64_t base = RoundUp(assignment.block_bytes, alignment);
     for (int64_t index : p.whole_step) {
       MemoryLocationProto* location = builder->register_at(index).proto.mutable_memory();
       location->set_offset(base + location->offset());

@@ -208,6 +208,59 @@ TEST(RegistersTest, CrossRankAndMultiBufferRegistersAreLiveAllStep) {
   }
 }
 
+// Two stages, 4 micro-batches, the loss on stage 1: ops after it in program order are the
+// backward. Stage 0 keeps 2 pieces in flight (1F1B), so its forward temporaries (x, a0, b0)
+// and backward ones (e1 -> f0 -> g0) must not share bytes: registers sharing bytes take turns
+// in task order, and piece 1's forward would wait for piece 0's backward, i.e. for stage 1.
+constexpr char kPipelineLossText[] = R"(config(name="pp_loss", micro_batches=4)
+x = input(shape=[8,4]) placement=cpu:[0]
+w0 = variable(shape=[4,4], init=ones) placement=cpu:[0]
+w1 = variable(shape=[4,4], init=ones) placement=cpu:[1]
+a0 = matmul(x, w0) stage=0
+b0 = relu(a0) stage=0
+c0 = relu(b0) stage=0
+h1 = matmul(c0, w1) placement=cpu:[1] stage=1
+loss = reduce_mean(h1) placement=cpu:[1] stage=1
+d1 = relu(loss) placement=cpu:[1] stage=1
+e0 = relu(d1) placement=cpu:[0] stage=0
+f0 = relu(e0) stage=0
+g0 = relu(f0) stage=0
+output(g0)
+train(loss, optimizer=sgd(lr=0.1))
+)";
+
+TEST(RegistersTest, PipelinedStageKeepsForwardAndBackwardBytesApart) {
+  for (int32_t max_count : {0, 1}) {
+    SCOPED_TRACE(max_count == 0 ? "2 pieces in flight on stage 0" : "max_register_count 1: 1 in flight");
+    LowerOptions options;
+    options.max_register_count = max_count;
+    const PlanProto plan = LowerTextOrDie(kPipelineLossText, options);
+    const RankPlanProto& rank_plan = RankPlan(plan, 0);
+    std::map<std::string, std::pair<int64_t, int64_t>> bytes;  // register name -> [begin, end)
+    for (const RegisterProto& reg : rank_plan.registers()) {
+      if (reg.memory().block_id() != 1) continue;
+      bytes[reg.name()] = {reg.memory().offset(), reg.memory().offset() + reg.count() * reg.memory().buffer_bytes()};
+    }
+    auto overlap = [&](const std::string& a, const std::string& b) {
+      EXPECT_EQ(bytes.count(a), 1u) << a;
+      EXPECT_EQ(bytes.count(b), 1u) << b;
+      return bytes[a].first < bytes[b].second && bytes[b].first < bytes[a].second;
+    };
+    const std::vector<std::string> forward = {"x@r0", "a0@r0", "b0@r0"}, backward = {"f0@r0", "g0@r0"};
+    int across = 0;
+    for (const std::string& f : forward) {
+      for (const std::string& b : backward) across += overlap(f, b) ? 1 : 0;
+    }
+    if (max_count == 0) {
+      EXPECT_EQ(across, 0);
+      EXPECT_TRUE(overlap("x@r0", "b0@r0"));  // forward registers still share among themselves
+    } else {
+      EXPECT_GT(across, 0);  // one piece in flight: forward and backward share as before
+    }
+    EXPECT_LT(plan.memory(0).planned_bytes(), plan.memory(0).naive_bytes());
+  }
+}
+
 }  // namespace
 }  // namespace testing
 }  // namespace compiler
