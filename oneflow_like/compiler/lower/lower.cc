@@ -63,6 +63,8 @@ Lowerer::Lowerer(const Graph& graph, const LowerOptions& options)
     for (Rank r : op.placement->ranks()) {
       auto [it, fresh] = stage_of_rank_.emplace(r.value(), op.stage);
       if (!fresh && it->second != op.stage) one_stage_per_rank_ = false;
+      auto [low, first] = min_stage_of_rank_.emplace(r.value(), op.stage);
+      if (!first) low->second = std::min(low->second, op.stage);
     }
   }
   if (!graph.config().loss().empty()) {
@@ -226,6 +228,9 @@ absl::StatusOr<PlanProto> Lowerer::Run() {
   RETURN_IF_ERROR(CheckPreconditions());
   EmitSources();
   for (OpId id : graph_.op_order()) {
+    if (first_backward_task_ < 0 && loss_position_ >= 0 && position_of_op_[id.value()] > loss_position_) {
+      first_backward_task_ = builder_.ReserveTasks(0);  // the next id (PhaseSplit)
+    }
     if (graph_.op(id).def->is_optimizer && !buckets_emitted_) {
       buckets_emitted_ = true;
       RETURN_IF_ERROR(EmitGradientBuckets(position_of_op_[id.value()]));
@@ -239,7 +244,8 @@ absl::StatusOr<PlanProto> Lowerer::Run() {
   const StageInfo stages = ComputeStageInfo(graph_);
   AssignRegisterCounts(stages, pieces_per_step_, options_.max_register_count, &builder_);
   if (builder_.partial()) CountMirrors(stages);
-  const PhaseSplit phases{loss_position_, stages.num_stages, pieces_per_step_, options_.max_register_count};
+  const PhaseSplit phases{first_backward_task_, stages.num_stages, pieces_per_step_, options_.max_register_count,
+                          min_stage_of_rank_};
   ASSIGN_OR_RETURN(std::vector<RankMemory> memory,
                    AssignMemory(options_.alignment, options_.reuse_memory, phases, &builder_));
 

@@ -80,10 +80,10 @@
 // once per piece, over [acquire(producer), max release] of stream_lifetimes.h; every other
 // register is live the whole step and is laid out back to back after the planned region. buffer_bytes = slot bytes rounded up to `alignment`.
 // On a pipeline stage that keeps more than one piece in flight (N > 1, S > 1, min(N, S - s,
-// max_register_count) > 1, a loss), the planned registers of the forward (every task at or
-// before the loss in program order) and of the backward are planned as two regions, one after
-// the other, and one used in both phases is live the whole step (registers.h, PhaseSplit): a
-// shared byte would make piece k + 1's forward wait for piece k's backward.
+// max_register_count) > 1 for the rank's stage, a loss), the planned registers of the forward
+// (tasks emitted for ops up to the loss) and of the backward are planned as two regions, one
+// after the other, and one used in both phases is live the whole step (registers.h,
+// PhaseSplit): a shared byte would make piece k + 1's forward wait for piece k's backward.
 //
 // Worked example: x[4,3] input S(0) and w[3,2] variable B on cpu:[0,1], y = matmul(x, w) with
 // signature (S(0), B) -> S(0), output(y), N = 1: on each rank r, tasks x.source, w.source,

@@ -235,6 +235,8 @@ class Lowerer {
   int num_stages_ = 1;
   bool one_stage_per_rank_ = true;
   std::map<int32_t, int> stage_of_rank_;  // the stage of the ops each rank runs
+  std::map<int32_t, int> min_stage_of_rank_;  // the lowest stage of the ops placed on each rank
+  int64_t first_backward_task_ = -1;  // id of the first task emitted for an op after the loss (-1: none)
   int64_t loss_position_ = -1;
   bool pipeline_issue_order_ = false;  // stages keep more than 1 piece in flight in the issue order
   bool buckets_emitted_ = false;

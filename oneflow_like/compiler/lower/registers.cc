@@ -115,9 +115,11 @@ const DeviceProto& RegisterDevice(const TaskProto& producer) {
   return producer.type() == TaskProto::COPY ? producer.copy().to() : producer.device();
 }
 
-bool PhaseSplit::Splits(int stage) const {
-  if (loss_position < 0 || pieces_per_step <= 1 || num_stages <= 1) return false;
-  int64_t in_flight = std::min<int64_t>(pieces_per_step, num_stages - stage);
+bool PhaseSplit::Splits(int32_t rank) const {
+  if (first_backward_task < 0 || pieces_per_step <= 1 || num_stages <= 1) return false;
+  auto it = stage_of_rank.find(rank);
+  if (it == stage_of_rank.end()) return false;
+  int64_t in_flight = std::min<int64_t>(pieces_per_step, num_stages - it->second);
   if (max_count > 0) in_flight = std::min<int64_t>(in_flight, max_count);
   return in_flight > 1;
 }
@@ -224,11 +226,9 @@ absl::StatusOr<std::vector<RankMemory>> AssignMemory(int64_t alignment, bool reu
       }
     }
     int pool = 0;
-    if (precise && phases.Splits(builder->tasks()[producer].stage)) {
-      const bool backward = phases.Backward(builder->tasks()[producer].position);
-      for (int64_t c : reg.consumer_tasks) {
-        precise = precise && phases.Backward(builder->task(c).position) == backward;  // else both phases
-      }
+    if (precise && phases.Splits(rank)) {
+      const bool backward = phases.Backward(reg.proto.producer().task_id());
+      for (int64_t c : reg.consumer_tasks) precise = precise && phases.Backward(c) == backward;  // else both phases
       pool = backward ? 1 : 0;
     }
     if (precise) {

@@ -9,6 +9,7 @@
 #define ONEFLOW_LIKE_COMPILER_LOWER_REGISTERS_H_
 
 #include <cstdint>
+#include <map>
 #include <vector>
 
 #include "oneflow_like/compiler/lower/lowering.h"
@@ -56,21 +57,28 @@ const DeviceProto& RegisterDevice(const TaskProto& producer);
 
 // Pipeline stages that keep more than one piece in flight (1F1B: the forward of piece k + 1
 // runs before the backward of piece k) plan the bytes of their forward registers apart from
-// those of their backward ones. Registers sharing bytes take turns in task order, and every
-// forward task comes before every backward one: a shared byte would make piece k + 1's forward
+// those of their backward ones. Registers sharing bytes take turns in task order, and the
+// forward's tasks come before the backward's: a shared byte would make piece k + 1's forward
 // wait for piece k's backward, i.e. for the later stages -- the pipeline would run one stage
-// at a time (pp2 x 4 micro-batches on 2 cores: 300 ms a step with reuse, 219 ms without).
+// at a time (pp2 x 4 micro-batches on 2 cores: 294 ms a step with reuse, 218 ms without).
 // Forward registers share bytes among themselves (a stage's forwards run in piece order), and
 // backward ones likewise; a count-1 register used in both phases gets bytes of its own.
+// A task's phase is that of the op it was emitted for: tasks are emitted in program order, so
+// the backward's are those from the first one emitted for an op after the loss on (boxing
+// emitted for a backward op is backward even when the value it boxes is a forward one). A
+// rank's split is decided by the stage it works for, not by the stage labels of its tasks
+// (a boxing task carries its source's stage: a backward value boxed from the last stage into
+// stage 0's rank is on stage 0's pool).
 struct PhaseSplit {
-  int64_t loss_position = -1;  // program position of the loss's producer (-1: no loss)
+  int64_t first_backward_task = -1;  // id of the first task emitted for an op after the loss; -1: none
   int num_stages = 1;
   int64_t pieces_per_step = 1;
   int32_t max_count = 0;  // LowerOptions::max_register_count (0: no cap)
-  // Whether the registers produced for `stage` are split: min(N, S - stage, cap) > 1.
-  bool Splits(int stage) const;
-  // Whether a task of program position `position` is of the backward (after the loss).
-  bool Backward(int64_t position) const { return loss_position >= 0 && position > loss_position; }
+  std::map<int32_t, int> stage_of_rank;  // the lowest stage of the ops placed on each rank
+  // Whether `rank`'s registers are split: min(N, S - stage, cap) > 1 for its stage.
+  bool Splits(int32_t rank) const;
+  // Whether the task `task_id` belongs to the backward.
+  bool Backward(int64_t task_id) const { return first_backward_task >= 0 && task_id >= first_backward_task; }
 };
 
 // Sets the memory location of every register and returns one RankMemory per (rank, device)

@@ -229,6 +229,66 @@ output(g0)
 train(loss, optimizer=sgd(lr=0.1))
 )";
 
+// The same with a 2x2 last stage whose backward value e1 (S(0), P) is boxed into stage 0's
+// rank: the receiving rank adds and concatenates it with count-1 registers whose tasks carry
+// stage 1's label (a review's counterexample: they were planned in stage 0's forward pool).
+constexpr char kPipelineMeshText[] = R"(config(name="pp_mesh", micro_batches=4)
+x = input(shape=[8,4]) placement=cpu:[0]
+w0 = variable(shape=[4,4], init=ones) placement=cpu:[0]
+w1 = variable(shape=[4,4], init=ones) placement=cpu:[[1,2],[3,4]] sbp=[B,B]
+a0 = matmul(x, w0) stage=0
+b0 = relu(a0) stage=0
+c0 = relu(b0) stage=0
+h1 = matmul(c0, w1) placement=cpu:[[1,2],[3,4]] stage=1 in_sbp=[[S(0),B],[B,B]] out_sbp=[[S(0),B]]
+loss = reduce_mean(h1) placement=cpu:[[1,2],[3,4]] stage=1
+e1 = add(h1, h1) placement=cpu:[[1,2],[3,4]] stage=1 in_sbp=[[S(0),P],[S(0),P]] out_sbp=[[S(0),P]]
+e0 = relu(e1) placement=cpu:[0] stage=0 in_sbp=[[B]]
+f0 = relu(e0) stage=0
+g0 = relu(f0) stage=0
+output(g0)
+train(loss, optimizer=sgd(lr=0.1))
+)";
+
+// Rank 0's count-1 registers in its reusable block: name, producer task id, [begin, end).
+struct Placed {
+  std::string name;
+  int64_t producer;
+  int64_t begin, end;
+};
+std::vector<Placed> ReusableOnRank0(const PlanProto& plan) {
+  std::vector<Placed> placed;
+  for (const RegisterProto& reg : RankPlan(plan, 0).registers()) {
+    if (reg.memory().block_id() != 1 || reg.count() != 1) continue;
+    placed.push_back({reg.name(), reg.producer().task_id(), reg.memory().offset(),
+                      reg.memory().offset() + reg.memory().buffer_bytes()});
+  }
+  return placed;
+}
+
+TEST(RegistersTest, PipelinedStageKeepsForwardAndBackwardBytesApartUnderABoxedBackward) {
+  const PlanProto plan = LowerTextOrDie(kPipelineMeshText);
+  // Rank 0's backward starts with the tasks emitted for e0: the boxing of e1, then e0 itself.
+  int64_t first_backward = FindTask(plan, "e0@r0").id();
+  for (const TaskProto& t : RankPlan(plan, 0).tasks()) {
+    if (t.name().find("e1") != std::string::npos) first_backward = std::min(first_backward, t.id());
+  }
+  const std::vector<Placed> placed = ReusableOnRank0(plan);
+  int boxed_backward = 0, across = 0;
+  for (const Placed& p : placed) {
+    const bool p_backward = p.producer >= first_backward;
+    boxed_backward += p_backward && p.name.find("e1") != std::string::npos;
+    for (const Placed& q : placed) {
+      const bool q_backward = q.producer >= first_backward;
+      if (p_backward && !q_backward && p.begin < q.end && q.begin < p.end) {
+        ++across;
+        ADD_FAILURE() << p.name << " (backward) shares bytes with " << q.name << " (forward)";
+      }
+    }
+  }
+  EXPECT_GT(boxed_backward, 0) << "the boxing of e1 on rank 0 planned no count-1 register";
+  EXPECT_EQ(across, 0);
+}
+
 TEST(RegistersTest, PipelinedStageKeepsForwardAndBackwardBytesApart) {
   for (int32_t max_count : {0, 1}) {
     SCOPED_TRACE(max_count == 0 ? "2 pieces in flight on stage 0" : "max_register_count 1: 1 in flight");
