@@ -40,6 +40,15 @@ TrainerOptions TinyGpt(models::ParallelLayout layout, int micro_batches, int zer
   return o;
 }
 
+// Three stages: three layers, `batch` divisible by micro-batches x dp, and a model whose SBP
+// choices make the embedding's gradient read the tokens through a boxing (with dp, gathered
+// by a PER_PIECE call; with tp, sliced on the rank).
+TrainerOptions Deeper(TrainerOptions o, int batch, int vocab) {
+  o.gpt = models::GptConfig{.vocab = vocab, .seq_len = 32, .n_layer = 3, .n_embd = 64, .n_head = 2, .batch = batch};
+  o.batch = batch;
+  return o;
+}
+
 TrainerOptions NoReuse(TrainerOptions o) {
   o.reuse_memory = false;
   return o;
@@ -214,6 +223,14 @@ TEST_F(CollectiveOrderTrainTest, AgreedOrderOnEveryLayoutChangesNoLoss) {
        {CollectiveParams::PER_PIECE, CollectiveParams::AFTER_PIECES}},
       {"pp2 x dp2, 2 micro-batches", TinyGpt({.dp = 2, .pp = 2}, 2, 0), {CollectiveParams::AFTER_PIECES}},
       {"pp2 x tp2, 4 micro-batches (1F1B order)", TinyGpt({.tp = 2, .pp = 2}, 4, 0), {CollectiveParams::PER_PIECE}},
+      // Stage 0 keeps 3 pieces in flight: the token register, read in the backward through
+      // the slice boxed for the embedding's gradient, needs 3 buffers (it had 1: hung), and
+      // with dp the tokens gathered for that gradient are a backward call (they were issued
+      // in a forward slot: hung).
+      {"pp3 x tp2, 4 micro-batches (1F1B order, 3 in flight)", Deeper(TinyGpt({.tp = 2, .pp = 3}, 4, 0), 8, 256),
+       {CollectiveParams::PER_PIECE}},
+      {"pp3 x dp2, 4 micro-batches (1F1B order, 3 in flight)", Deeper(TinyGpt({.dp = 2, .pp = 3}, 4, 0), 8, 2048),
+       {CollectiveParams::PER_PIECE, CollectiveParams::AFTER_PIECES}},
       {"pp2 x tp2, 4 micro-batches, no memory reuse (1F1B order)", NoReuse(TinyGpt({.tp = 2, .pp = 2}, 4, 0)),
        {CollectiveParams::PER_PIECE}},
   };
@@ -228,12 +245,17 @@ TEST_F(CollectiveOrderTrainTest, AgreedOrderOnEveryLayoutChangesNoLoss) {
       EXPECT_GT(ordered.phases.count(phase), 0u) << CollectiveParams::IssuePhase_Name(phase);
     }
     EXPECT_EQ(ordered.phases.count(CollectiveParams::UNPLACED), 0u);
+    if (c.options.layout.pp > 2 && c.options.layout.dp > 1) {
+      EXPECT_GT(ordered.backward, 0);  // the tokens gathered for the embedding's gradient
+    }
     if (c.options.layout.pp > 1 && c.options.layout.tp > 1) {
       // 1F1B: stage 0 keeps 2 pieces in flight, stage 1 one; forward and backward calls. With
       // memory reuse as without: stage 0's forward and backward registers share no bytes
       // (registers.h, PhaseSplit; registers_test checks it), else piece 1's forward, issued
       // before piece 0's backward, could wait for it in a register's turn.
-      EXPECT_EQ(ordered.in_flight, (std::set<int32_t>{1, 2}));
+      std::set<int32_t> want;  // stage s keeps min(N, S - s) pieces in flight
+      for (int s = 0; s < c.options.layout.pp; ++s) want.insert(std::min<int32_t>(c.options.micro_batches, c.options.layout.pp - s));
+      EXPECT_EQ(ordered.in_flight, want);
       EXPECT_GT(ordered.backward, 0);
       EXPECT_LT(ordered.backward, ordered.phases.at(CollectiveParams::PER_PIECE));
     }

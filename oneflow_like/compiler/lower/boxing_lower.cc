@@ -81,7 +81,13 @@ void Lowerer::SetIssueFields(const Value& v, CollectiveParams* params) const {
     in_flight = std::max<int64_t>(in_flight, 1);
   }
   params->set_issue_pieces_in_flight(static_cast<int32_t>(in_flight));
-  params->set_issue_backward(loss_position_ >= 0 && v.position > loss_position_);
+  // Backward: the value is made after the loss, or boxed for an op after it (a forward value
+  // such as the tokens gathered for the embedding's gradient: its register has one buffer,
+  // read by that backward op, so a forward slot for the call would wait for the previous
+  // piece's backward -- a deadlock under the 1F1B order). Emission follows program order, so
+  // "boxed for an op after the loss" is "emitted once the first such op is" (the PhaseSplit
+  // boundary, registers.h).
+  params->set_issue_backward(loss_position_ >= 0 && (v.position > loss_position_ || first_backward_task_ >= 0));
 }
 
 absl::StatusOr<Value> Lowerer::EmitBoxing(TensorId tensor, const Value& src, const Placement& placement,

@@ -242,10 +242,10 @@ absl::StatusOr<PlanProto> Lowerer::Run() {
 
   AssignStreams(&builder_);
   const StageInfo stages = ComputeStageInfo(graph_);
-  AssignRegisterCounts(stages, pieces_per_step_, options_.max_register_count, &builder_);
+  const PhaseSplit phases{first_backward_task_, loss_position_,         stages.num_stages,
+                          pieces_per_step_,     options_.max_register_count, min_stage_of_rank_};
+  AssignRegisterCounts(stages, pieces_per_step_, options_.max_register_count, phases, &builder_);
   if (builder_.partial()) CountMirrors(stages);
-  const PhaseSplit phases{first_backward_task_, stages.num_stages, pieces_per_step_, options_.max_register_count,
-                          min_stage_of_rank_};
   ASSIGN_OR_RETURN(std::vector<RankMemory> memory,
                    AssignMemory(options_.alignment, options_.reuse_memory, phases, &builder_));
 

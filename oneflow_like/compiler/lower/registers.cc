@@ -95,7 +95,7 @@ int32_t RegisterCount(const StageInfo& stages, int64_t pieces_per_step, int32_t 
 }
 
 void AssignRegisterCounts(const StageInfo& stages, int64_t pieces_per_step, int32_t max_count,
-                          PlanBuilder* builder) {
+                          const PhaseSplit& phases, PlanBuilder* builder) {
   if (pieces_per_step <= 1 || stages.num_stages <= 1) return;  // every count stays 1
   for (size_t i = 0; i < builder->registers().size(); ++i) {
     RegisterInfo& reg = builder->register_at(i);
@@ -104,7 +104,9 @@ void AssignRegisterCounts(const StageInfo& stages, int64_t pieces_per_step, int3
     ConsumerSummary readers;
     for (int64_t c : reg.consumer_tasks) {
       const TaskInfo& consumer = builder->task(c);
-      readers.Add(consumer.stage, consumer.position);
+      int64_t position = consumer.position;
+      if (phases.Backward(c)) position = std::max(position, phases.loss_position + 1);
+      readers.Add(consumer.stage, position);
     }
     reg.proto.set_count(RegisterCount(stages, pieces_per_step, max_count, producer.stage, producer.position,
                                       /*fixed=*/false, readers));

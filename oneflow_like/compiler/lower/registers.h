@@ -30,9 +30,14 @@ inline constexpr int32_t kSideComputeStream = 4;
 // Sets stream_id, stream_kind and order_in_stream of every task.
 void AssignStreams(PlanBuilder* builder);
 
-// Sets RegisterProto.count of every register (rule in lower.h). `max_count` 0 = no cap.
+struct PhaseSplit;
+// Sets RegisterProto.count of every register (rule in lower.h). `max_count` 0 = no cap. A
+// consumer task emitted for an op after the loss (`phases`) counts as reading after the loss
+// whatever position it carries (a boxing task carries its source's: the tokens sliced for the
+// embedding's gradient read the token register in the backward, which then has to hold the
+// pieces the stage keeps in flight, not 1).
 void AssignRegisterCounts(const StageInfo& stages, int64_t pieces_per_step, int32_t max_count,
-                          PlanBuilder* builder);
+                          const PhaseSplit& phases, PlanBuilder* builder);
 // The count rule of lower.h for one register: produced for `stage` at `position` (-1: a source),
 // read by ops of `readers` (the other tasks reading a register, boxing, REPEAT / ACCUMULATE,
 // sinks, work for its own stage and position and never change it). `fixed`: step-rate,
@@ -71,6 +76,7 @@ const DeviceProto& RegisterDevice(const TaskProto& producer);
 // stage 0's rank is on stage 0's pool).
 struct PhaseSplit {
   int64_t first_backward_task = -1;  // id of the first task emitted for an op after the loss; -1: none
+  int64_t loss_position = -1;        // program position of the loss's producer
   int num_stages = 1;
   int64_t pieces_per_step = 1;
   int32_t max_count = 0;  // LowerOptions::max_register_count (0: no cap)
